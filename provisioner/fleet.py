@@ -1,0 +1,415 @@
+"""The fleet file: which GPU node pools each cluster should have, and how each GPU is shared.
+
+`parse` checks a file's structure and reports every problem with its file, line and field path.
+The cloud rules (which MIG profiles a GPU has, what each cloud accepts) are the sharing
+compiler's; see sharing.py.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from provisioner.pools import TAINT_EFFECTS, Taint
+from provisioner.source import Diagnostic, FleetError, Loc, SourceDocument
+
+SHARING_MODES = ("exclusive", "time-slicing", "mps")
+Sharing = Literal["exclusive", "time-slicing", "mps"]
+
+
+def _matching(regex: str, what: str) -> Any:
+    """A string type that must match `regex`; the error says what it should be instead."""
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise PydanticCustomError("format", "{value} is not {what}", {"value": repr(value), "what": what})
+        return value
+
+    return Annotated[str, AfterValidator(check), Field(json_schema_extra={"pattern": regex})]
+
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_LABEL_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
+_LABEL_KEY = rf"({_DNS_LABEL}(\.{_DNS_LABEL})*/)?{_LABEL_NAME}"
+_LABEL_VALUE = rf"{_LABEL_NAME}?"
+
+LabelKey = _matching(_LABEL_KEY, "a Kubernetes label key ([prefix/]name, name at most 63 characters)")
+LabelValue = _matching(_LABEL_VALUE, "a Kubernetes label value (at most 63 letters, digits, -, _ or .)")
+ClusterName = _matching(_DNS_LABEL, "a name of lowercase letters, digits and hyphens (at most 63)")
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+_TAINT = re.compile(rf"^(?P<key>{_LABEL_KEY})(=(?P<value>{_LABEL_VALUE}))?:(?P<effect>\w+)$")
+
+
+def _parse_taint(value: Any) -> Any:
+    if isinstance(value, Taint):
+        return value
+    if not isinstance(value, str):
+        raise PydanticCustomError("taint", "must be a string key=value:Effect")
+    match = _TAINT.match(value)
+    if not match:
+        raise PydanticCustomError(
+            "taint",
+            "{value} is not a taint; write key=value:Effect, e.g. dedicated=ml:NoSchedule",
+            {"value": repr(value)},
+        )
+    if match["effect"] not in TAINT_EFFECTS:
+        raise PydanticCustomError(
+            "taint",
+            "{value} has effect {effect}; allowed: {allowed}",
+            {"value": repr(value), "effect": match["effect"], "allowed": ", ".join(TAINT_EFFECTS)},
+        )
+    return Taint(match["key"], match["value"] or "", match["effect"])
+
+
+TaintSpec = Annotated[
+    Taint,
+    BeforeValidator(_parse_taint),
+    WithJsonSchema(
+        {"type": "string", "pattern": r"^[^=:\s]+(=[^:\s]*)?:(NoSchedule|PreferNoSchedule|NoExecute)$"}
+    ),
+]
+
+
+class Spec(BaseModel):
+    """Fleet-file models: camelCase keys, no unknown keys, no silent type coercion."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, alias_generator=to_camel, populate_by_name=True
+    )
+
+
+class Nodes(Spec):
+    """Autoscaling bounds {min, max}, or a fixed {count}."""
+
+    min: int | None = Field(None, ge=0)
+    max: int | None = Field(None, ge=1)
+    count: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Nodes:
+        bounds = (self.min, self.max)
+        if self.count is not None and bounds != (None, None):
+            raise PydanticCustomError("nodes", "give either {min, max} or {count}, not both")
+        if self.count is None and None in bounds:
+            raise PydanticCustomError("nodes", "give both min and max (autoscaling) or count (fixed size)")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise PydanticCustomError(
+                "nodes", "min ({min}) is greater than max ({max})", {"min": self.min, "max": self.max}
+            )
+        return self
+
+    @property
+    def autoscaling(self) -> bool:
+        return self.count is None
+
+
+class GpuSpec(Spec):
+    mig: str | None = Field(None, description="MIG profile every GPU is partitioned into, e.g. 1g.10gb")
+    sharing: Sharing = "exclusive"
+    replicas: int | None = Field(
+        None, description="with time-slicing or mps: clients per GPU (or per MIG instance)"
+    )
+    count: int | None = Field(
+        None, description="GPUs per node, only where the instance type lets the pool choose"
+    )
+
+    @model_validator(mode="after")
+    def _replicas_with_sharing(self) -> GpuSpec:
+        if self.sharing == "exclusive" and self.replicas is not None:
+            raise PydanticCustomError(
+                "replicas", "replicas applies only with sharing: time-slicing or mps (sharing is exclusive)"
+            )
+        if self.sharing != "exclusive" and self.replicas is None:
+            raise PydanticCustomError(
+                "replicas", "sharing: {sharing} needs replicas (clients per GPU)", {"sharing": self.sharing}
+            )
+        return self
+
+
+class Pool(Spec):
+    name: NonEmpty
+    instance_type: NonEmpty
+    gpu: GpuSpec = GpuSpec()
+    nodes: Nodes
+    spot: bool = False
+    disk_size_gb: int | None = Field(None, ge=1)
+    labels: dict[LabelKey, LabelValue] = {}
+    taints: list[TaintSpec] = []
+
+    _loc: Loc = PrivateAttr(())
+
+
+class _ClusterSpec(Spec):
+    name: ClusterName
+    cluster: NonEmpty
+    pools: list[Pool] = []
+
+    _loc: Loc = PrivateAttr(())
+    _complete: bool = PrivateAttr(True)  # False: its own fields are invalid (see _valid_parts)
+
+
+class AksCluster(_ClusterSpec):
+    cloud: Literal["aks"]
+    subscription: _matching(
+        r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", "a subscription ID (a UUID)"
+    )
+    resource_group: _matching(r"[-\w.()]{0,89}[-\w()]", "a resource group name")
+
+    @property
+    def target(self) -> tuple[str, ...]:
+        return ("aks", self.subscription.lower(), self.resource_group.lower(), self.cluster)
+
+
+class GkeCluster(_ClusterSpec):
+    cloud: Literal["gke"]
+    project: _matching(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", "a Google Cloud project ID")
+    location: _matching(r"[a-z]+-[a-z]+\d+(-[a-z])?", "a region or zone, e.g. us-central1 or us-central1-a")
+
+    @property
+    def target(self) -> tuple[str, ...]:
+        return ("gke", self.project, self.location, self.cluster)
+
+
+class EksCluster(_ClusterSpec):
+    cloud: Literal["eks"]
+    region: _matching(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+", "an AWS region, e.g. us-east-1")
+    node_role: _matching(r"arn:aws[-a-z]*:iam::\d{12}:role/[\w+=,.@/-]+", "an IAM role ARN")
+    subnets: Annotated[
+        list[_matching(r"subnet-[0-9a-f]{8,17}", "a subnet ID (subnet-...)")], Field(min_length=1)
+    ]
+
+    @property
+    def target(self) -> tuple[str, ...]:
+        return ("eks", self.region, self.cluster)
+
+
+Cluster = Annotated[Union[AksCluster, GkeCluster, EksCluster], Field(discriminator="cloud")]  # noqa: UP007
+CLOUDS = ("aks", "gke", "eks")  # the tags of Cluster, in the order errors list them
+
+
+class Fleet(Spec):
+    clusters: Annotated[list[Cluster], Field(min_length=1)]
+
+    _source: SourceDocument | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> SourceDocument:
+        assert self._source is not None, "a Fleet built in code has no source file"
+        return self._source
+
+
+_CLUSTER = TypeAdapter(Cluster)
+_CLUSTER_MODELS: dict[Any, type[_ClusterSpec]] = {"aks": AksCluster, "gke": GkeCluster, "eks": EksCluster}
+
+
+def parse(path: str | Path) -> tuple[Fleet, list[Diagnostic]]:
+    """The fleet in `path` and every structural problem in it.
+
+    Where the file has problems, the fleet holds the clusters and pools that are themselves
+    valid, so the compiler can still report the cloud-rule problems of those.
+    """
+    doc = SourceDocument.read(path)
+    try:
+        fleet = Fleet.model_validate(doc.data)
+        problems: list[Diagnostic] = []
+        for ci, cluster in enumerate(fleet.clusters):
+            cluster._loc = ("clusters", ci)
+            for pi, pool in enumerate(cluster.pools):
+                pool._loc = ("clusters", ci, "pools", pi)
+    except ValidationError as exc:
+        if not isinstance(doc.data, dict):
+            raise FleetError([doc.diagnostic((), "expected a mapping with a clusters: list")]) from exc
+        problems = [_diagnostic(doc, error) for error in exc.errors()]
+        fleet = _valid_parts(doc.data)
+    fleet._source = doc
+    problems += [doc.diagnostic(loc, message) for loc, message in _duplicates(doc.data, fleet)]
+    return fleet, problems
+
+
+def load(path: str | Path) -> Fleet:
+    """The fleet in `path`; FleetError lists every structural problem."""
+    fleet, problems = parse(path)
+    if problems:
+        raise FleetError(problems)
+    return fleet
+
+
+def _valid_parts(data: Any) -> Fleet:
+    """The clusters and pools of `data` that are valid on their own.
+
+    A cluster whose own fields are invalid but whose cloud is known still carries its valid
+    pools (built unvalidated, marked incomplete), so their cloud rules can be checked too.
+    """
+    clusters = []
+    for ci, raw in _items(data, "clusters"):
+        try:
+            cluster = _CLUSTER.validate_python({**raw, "pools": []})
+        except ValidationError:
+            model = _CLUSTER_MODELS.get(raw.get("cloud"))
+            if model is None:
+                continue
+            cluster = model.model_construct(name=raw.get("name"), cloud=raw["cloud"], pools=[])
+            cluster._complete = False
+        pools = []
+        for pi, raw_pool in _items(raw, "pools"):
+            try:
+                pool = Pool.model_validate(raw_pool)
+            except ValidationError:
+                continue
+            pool._loc = ("clusters", ci, "pools", pi)
+            pools.append(pool)
+        complete = cluster._complete
+        cluster = cluster.model_copy(update={"pools": pools})
+        cluster._loc, cluster._complete = ("clusters", ci), complete
+        clusters.append(cluster)
+    return Fleet.model_construct(clusters=clusters)
+
+
+def _items(data: Any, key: str) -> list[tuple[int, dict[str, Any]]]:
+    """The mappings in the list `data[key]`, with their indexes; nothing where it is no list."""
+    items = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [(i, item) for i, item in enumerate(items) if isinstance(item, dict)]
+
+
+def _duplicates(data: Any, fleet: Fleet) -> list[tuple[Loc, str]]:
+    """Names used twice, read from the raw file so that even invalid entries count."""
+    problems: list[tuple[Loc, str]] = []
+    cluster_names: set[Any] = set()
+    for ci, raw in _items(data, "clusters"):
+        name = raw.get("name")
+        if name in cluster_names:
+            problems.append(
+                (("clusters", ci, "name"), f"duplicate cluster name {name!r}; names are unique in a fleet")
+            )
+        cluster_names.add(name)
+        pool_names: set[Any] = set()
+        for pi, raw_pool in _items(raw, "pools"):
+            pool_name = raw_pool.get("name")
+            if pool_name in pool_names:
+                problems.append(
+                    (
+                        ("clusters", ci, "pools", pi, "name"),
+                        f"duplicate pool name {pool_name!r} in this cluster",
+                    )
+                )
+            pool_names.add(pool_name)
+    targets: dict[tuple[str, ...], Any] = {}
+    for cluster in fleet.clusters:
+        if not cluster._complete:
+            continue
+        first = targets.setdefault(cluster.target, cluster)
+        if first is not cluster:
+            problems.append(
+                (
+                    (*cluster._loc, "cluster"),
+                    f"{cluster.cluster!r} is the same cluster as clusters[{first.name}]; "
+                    "two entries would fight over its pools",
+                )
+            )
+    return problems
+
+
+# --- pydantic errors as fleet-file messages -------------------------------------------------
+
+
+def _diagnostic(doc: SourceDocument, error: ErrorDetails) -> Diagnostic:
+    loc, kind, ctx = tuple(error["loc"]), error["type"], error.get("ctx") or {}
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        tag = ctx.get("tag")
+        shown = f"{tag!r} is not a supported cloud; " if tag is not None else "is required; "
+        return doc.diagnostic((*loc, "cloud"), f"{shown}one of: {', '.join(CLOUDS)}")
+    # The cluster union puts its tag after the cluster's index: ('clusters', 0, 'aks', ...).
+    in_file = loc[:2] + loc[3:] if len(loc) > 2 and loc[0] == "clusters" else loc
+    return doc.diagnostic(in_file, _message(loc, kind, error))
+
+
+def _message(loc: Loc, kind: str, error: ErrorDetails) -> str:
+    ctx, value = error.get("ctx") or {}, error.get("input")
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        did_you_mean = f"did you mean {hint[0]}? " if hint else ""
+        return f"unknown field; {did_you_mean}allowed: {', '.join(allowed)}"
+    if kind == "missing":
+        return "is required"
+    if kind == "literal_error":
+        expected = ctx.get("expected", "").replace("'", "").replace(" or ", ", ")
+        return f"{value!r} is not allowed; one of: {expected}"
+    if kind.startswith("too_short") and isinstance(value, list | dict):
+        return "must not be empty"
+    message = error["msg"]
+    for generic, plain in (
+        ("Input should be", "must be"),
+        ("String should", "must"),
+        ("List should", "must"),
+        ("Value should", "must"),
+    ):
+        message = message.replace(generic, plain)
+    bound = kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than")
+    if bound or (kind.endswith("_type") and not isinstance(value, dict | list)):
+        message += f" (got {value!r})"
+    return message
+
+
+def _allowed_keys(loc: Loc) -> list[str]:
+    """The keys the model at `loc` accepts, in its declared order."""
+    model = _model_at(Fleet, loc)
+    if model is None:
+        return []
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
+def _model_at(annotation: Any, loc: Loc) -> type[BaseModel] | None:
+    for step in loc:
+        annotation = _unwrap(annotation, step)
+        if annotation is None:
+            return None
+    annotation = _unwrap(annotation, None)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _unwrap(annotation: Any, step: str | int | None) -> Any:
+    """Follow one step of a validation loc through a type annotation."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        members = [m for m in get_args(annotation) if m is not type(None)]
+        if step is None:
+            return members[0] if len(members) == 1 else None
+        for member in members:  # a tagged union: the step is the tag
+            cloud = getattr(member, "model_fields", {}).get("cloud")
+            if cloud is not None and step in get_args(cloud.annotation):
+                return member
+        return _unwrap(members[0], step) if len(members) == 1 else None
+    if step is None:
+        return annotation
+    if origin is list and isinstance(step, int):
+        return get_args(annotation)[0]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        for name, field in annotation.model_fields.items():
+            if step in (name, field.alias):
+                return field.annotation
+    return None

@@ -1,0 +1,173 @@
+"""Hardware and cloud facts, loaded from the YAML files beside this module.
+
+Everything cloud- or GPU-specific that the compiler needs lives in those files; this module only
+gives them types. Each file names its sources.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Literal
+
+from ruamel.yaml import YAML
+
+_PROFILE_NAME = re.compile(r"^(?P<compute>\d+)g\.(?P<memory>\d+)gb$")
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    name: str  # e.g. "1g.10gb"
+    instances: int  # how many fit on one GPU
+    gi: int  # GPU-instance profile ID (nvidia-smi mig -cgi)
+
+    @property
+    def compute_slices(self) -> int:
+        return int(_PROFILE_NAME.match(self.name)["compute"])  # type: ignore[index]
+
+    @property
+    def memory_gb(self) -> int:
+        return int(_PROFILE_NAME.match(self.name)["memory"])  # type: ignore[index]
+
+
+@dataclass(frozen=True)
+class Gpu:
+    key: str  # e.g. "A100-80GB"
+    name: str  # e.g. "A100 80GB"
+    memory_gb: int
+    mig: Mapping[str, MigProfile] = field(default_factory=dict)
+
+    @property
+    def mig_capable(self) -> bool:
+        return bool(self.mig)
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    cloud: str
+    name: str
+    gpu: Gpu
+    gpus: int | None  # fixed count, or None where the pool chooses from gpu_choices
+    gpu_choices: tuple[int, ...] = ()
+    accelerator: str | None = None  # the cloud's accelerator type name, where its API takes one
+
+
+@dataclass(frozen=True)
+class SharingMode:
+    min_replicas: int
+    max_replicas: int | None
+    on_mig: bool
+    strategy: str | None = None  # the cloud's own enum name, where sharing is a pool field
+
+
+@dataclass(frozen=True)
+class CloudProfile:
+    key: str  # "aks"
+    title: str  # "AKS"
+    pool_name_pattern: re.Pattern[str]
+    pool_name_rule: str
+    mig_via: Literal["pool-field", "operator-label"]
+    mig_field: str | None
+    mig_values: Mapping[str, int]  # field value -> GI profile ID; empty: the field takes names
+    sharing_via: Literal["pool-field", "device-plugin"]
+    sharing_modes: Mapping[str, SharingMode]
+    gpu_operator_values: Mapping[str, Any]
+
+    def mig_profiles(self, gpu: Gpu) -> list[MigProfile]:
+        """The MIG profiles this cloud can partition `gpu` into, smallest first."""
+        if not self.mig_values:
+            return list(gpu.mig.values())
+        offered = set(self.mig_values.values())
+        return [p for p in gpu.mig.values() if p.gi in offered]
+
+    def mig_setting(self, profile: MigProfile) -> str:
+        """The value of this cloud's MIG pool field for `profile`."""
+        for value, gi in self.mig_values.items():
+            if gi == profile.gi:
+                return value
+        return profile.name
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpus: Mapping[str, Gpu]
+    instance_types: Mapping[str, Mapping[str, InstanceType]]  # cloud -> name -> type
+    clouds: Mapping[str, CloudProfile]
+
+    def instance_type(self, cloud: str, name: str) -> InstanceType | None:
+        return self.instance_types.get(cloud, {}).get(name)
+
+    def similar_instance_types(self, cloud: str, name: str, limit: int = 3) -> list[str]:
+        known = list(self.instance_types.get(cloud, {}))
+        close = difflib.get_close_matches(name, known, n=limit, cutoff=0.6)
+        if close:
+            return close
+        lowered = {k.lower(): k for k in known}
+        return [lowered[k] for k in difflib.get_close_matches(name.lower(), lowered, n=limit)]
+
+    def clouds_offering(self, name: str) -> list[str]:
+        return [cloud for cloud, types in self.instance_types.items() if name in types]
+
+
+def _read(filename: str) -> Any:
+    text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
+    return YAML(typ="safe").load(text)
+
+
+def _gpu(key: str, row: Mapping[str, Any]) -> Gpu:
+    mig = {
+        name: MigProfile(name=name, instances=spec["instances"], gi=spec["gi"])
+        for name, spec in (row.get("mig") or {}).items()
+    }
+    return Gpu(key=key, name=row["name"], memory_gb=row["memoryGb"], mig=mig)
+
+
+def _instance_type(cloud: str, name: str, row: Mapping[str, Any], gpus: Mapping[str, Gpu]):
+    count = row["gpus"]
+    return InstanceType(
+        cloud=cloud,
+        name=name,
+        gpu=gpus[row["gpu"]],
+        gpus=count if isinstance(count, int) else None,
+        gpu_choices=() if isinstance(count, int) else tuple(count["choose"]),
+        accelerator=row.get("accelerator"),
+    )
+
+
+def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
+    modes = {
+        mode: SharingMode(
+            min_replicas=spec["minReplicas"],
+            max_replicas=spec.get("maxReplicas"),
+            on_mig=spec["onMig"],
+            strategy=spec.get("strategy"),
+        )
+        for mode, spec in row["sharing"]["modes"].items()
+    }
+    return CloudProfile(
+        key=key,
+        title=row["title"],
+        pool_name_pattern=re.compile(row["poolName"]["pattern"]),
+        pool_name_rule=row["poolName"]["rule"],
+        mig_via=row["mig"]["via"],
+        mig_field=row["mig"].get("field"),
+        mig_values=row["mig"].get("values", {}),
+        sharing_via=row["sharing"]["via"],
+        sharing_modes=modes,
+        gpu_operator_values=row.get("gpuOperator", {}),
+    )
+
+
+@functools.cache
+def load() -> Hardware:
+    gpus = {key: _gpu(key, row) for key, row in _read("gpus.yaml")["gpus"].items()}
+    types = {
+        cloud: {name: _instance_type(cloud, name, row, gpus) for name, row in rows.items()}
+        for cloud, rows in _read("instance_types.yaml").items()
+    }
+    clouds = {key: _cloud(key, row) for key, row in _read("clouds.yaml")["clouds"].items()}
+    return Hardware(gpus=gpus, instance_types=types, clouds=clouds)

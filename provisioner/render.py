@@ -1,0 +1,100 @@
+"""Kubernetes manifests each cluster needs, rendered with jinja2 from templates/."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+from ruamel.yaml import YAML
+
+from provisioner.sharing import (
+    DEFAULT_CONFIG_KEY,
+    CompiledCluster,
+    CompiledFleet,
+    default_device_plugin_config,
+)
+
+NAMESPACE = "gpu-operator"
+CONFIG_MAP = "nvidia-device-plugin-configs"
+DEVICE_PLUGIN_FILE = "device-plugin-config.yaml"
+GPU_OPERATOR_FILE = "gpu-operator-values.yaml"
+
+
+@dataclass(frozen=True)
+class RenderedCluster:
+    name: str
+    files: dict[str, str]  # file name -> YAML text; empty where the cloud needs nothing
+    note: str = ""  # why nothing is needed, where so
+
+
+def to_yaml(data: Any) -> str:
+    out = io.StringIO()
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False  # keep the documents' own key order
+    yaml.dump(data, out)
+    return out.getvalue().rstrip("\n")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("provisioner", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # YAML, not HTML
+    )
+    env.filters["to_yaml"] = to_yaml
+    return env
+
+
+def gpu_operator_values(compiled: CompiledCluster) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "mig": {"strategy": "single"},
+        "devicePlugin": {"config": {"name": CONFIG_MAP, "create": False, "default": DEFAULT_CONFIG_KEY}},
+    }
+    values.update(compiled.cloud.gpu_operator_values)
+    return values
+
+
+def render_cluster(compiled: CompiledCluster) -> RenderedCluster:
+    name = compiled.cluster.name
+    if not compiled.uses_gpu_operator:
+        return RenderedCluster(
+            name, {}, note=f"{compiled.cloud.title} partitions and shares GPUs itself: nothing to install"
+        )
+    env = _environment()
+    configs = {DEFAULT_CONFIG_KEY: default_device_plugin_config()}
+    configs |= {c.key: c.document() for c in compiled.device_plugin_configs}
+    context = {
+        "cluster": compiled.cluster,
+        "cloud": compiled.cloud,
+        "namespace": NAMESPACE,
+        "name": CONFIG_MAP,
+        "config_map": CONFIG_MAP,
+        "default_key": DEFAULT_CONFIG_KEY,
+        "configs": configs,
+        "values": gpu_operator_values(compiled),
+    }
+    files = {
+        filename: env.get_template(f"{filename}.j2").render(context)
+        for filename in (DEVICE_PLUGIN_FILE, GPU_OPERATOR_FILE)
+    }
+    return RenderedCluster(name, files)
+
+
+def render_fleet(compiled: CompiledFleet, cluster: str | None = None) -> list[RenderedCluster]:
+    clusters = [c for c in compiled.clusters if cluster is None or c.cluster.name == cluster]
+    return [render_cluster(c) for c in clusters]
+
+
+def as_stream(rendered: list[RenderedCluster]) -> str:
+    """One YAML stream, each document headed like `helm template` heads its output."""
+    parts = []
+    for cluster in rendered:
+        if not cluster.files:
+            parts.append(f"# Cluster {cluster.name}: {cluster.note}\n")
+        for filename, text in cluster.files.items():
+            parts.append(f"---\n# Source: {cluster.name}/{filename}\n{text}")
+    return "".join(parts)

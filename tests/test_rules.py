@@ -1,0 +1,425 @@
+"""Every fleet-file rule: a bad file, and the exact message it gets (line: path: message)."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.sharing import compile_file
+from provisioner.source import FleetError
+
+
+def problems(path) -> list[str]:
+    with pytest.raises(FleetError) as caught:
+        compile_file(path)
+    return [f"{d.line}: {d.path}: {d.message}" for d in caught.value.diagnostics]
+
+
+# (cloud, pools YAML, expected problems). Pools start on line 8 (AKS, GKE) or 9 (EKS).
+CASES = {
+    "mig profile the GPU lacks": (
+        "aks",
+        """\
+        - name: a100
+          instanceType: Standard_NC24ads_A100_v4
+          gpu: {mig: 1g.5gb}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[azure-ml].pools[a100].gpu.mig: 1g.5gb is not a MIG profile of the A100 80GB "
+            "on AKS; it offers 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"
+        ],
+    ),
+    "aks cannot ask for the double-memory 1g profile": (
+        "aks",
+        """\
+        - name: a100
+          instanceType: Standard_ND96asr_v4
+          gpu: {mig: 1g.10gb}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[azure-ml].pools[a100].gpu.mig: 1g.10gb is not a MIG profile of the A100 40GB "
+            "on AKS; it offers 1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
+        ],
+    ),
+    "gke offers every profile of the GPU": (
+        "gke",
+        """\
+        - name: a100
+          instanceType: a2-highgpu-1g
+          gpu: {mig: 1g.6gb}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[gcp-ml].pools[a100].gpu.mig: 1g.6gb is not a MIG profile of the A100 40GB "
+            "on GKE; it offers 1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
+        ],
+    ),
+    "mig on a GPU without mig": (
+        "eks",
+        """\
+        - name: g5
+          instanceType: g5.xlarge
+          gpu: {mig: 1g.5gb}
+          nodes: {count: 1}
+        """,
+        [
+            "11: clusters[aws-ml].pools[g5].gpu.mig: the A10G 24GB of g5.xlarge does not support MIG; "
+            "remove gpu.mig or choose an instance type with A100, A30, H100, H200 or B200 GPUs"
+        ],
+    ),
+    "replicas below two": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          gpu: {sharing: time-slicing, replicas: 1}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[azure-ml].pools[t4].gpu.replicas: 1 is below the minimum of 2 clients per "
+            "GPU for time-slicing"
+        ],
+    ),
+    "gke caps sharing at 48 clients": (
+        "gke",
+        """\
+        - name: l4
+          instanceType: g2-standard-8
+          gpu: {sharing: time-slicing, replicas: 49}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[gcp-ml].pools[l4].gpu.replicas: 49 is above the GKE maximum of 48 clients "
+            "per GPU for time-slicing"
+        ],
+    ),
+    "the device plugin caps mps at 48": (
+        "eks",
+        """\
+        - name: g5
+          instanceType: g5.xlarge
+          gpu: {sharing: mps, replicas: 64}
+          nodes: {count: 1}
+        """,
+        [
+            "11: clusters[aws-ml].pools[g5].gpu.replicas: 64 is above the EKS maximum of 48 clients "
+            "per GPU for mps"
+        ],
+    ),
+    "mps on mig where the device plugin shares": (
+        "eks",
+        """\
+        - name: p4d
+          instanceType: p4d.24xlarge
+          gpu: {mig: 1g.5gb, sharing: mps, replicas: 4}
+          nodes: {count: 1}
+        """,
+        [
+            "11: clusters[aws-ml].pools[p4d].gpu.sharing: mps on MIG partitions is not supported on "
+            "EKS: the NVIDIA device plugin does not run MPS on MIG devices; use time-slicing, or "
+            "drop gpu.mig"
+        ],
+    ),
+    "aks pool-name rules": (
+        "aks",
+        """\
+        - name: a100-mig-pool
+          instanceType: Standard_NC24ads_A100_v4
+          nodes: {count: 1}
+        """,
+        [
+            "8: clusters[azure-ml].pools[a100-mig-pool].name: 'a100-mig-pool' is not a valid AKS pool "
+            "name: lowercase letters and digits, starting with a letter, 1-12 characters"
+        ],
+    ),
+    "min greater than max": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          nodes: {min: 5, max: 2}
+        """,
+        ["10: clusters[azure-ml].pools[t4].nodes: min (5) is greater than max (2)"],
+    ),
+    "count and bounds together": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          nodes: {min: 1, max: 2, count: 3}
+        """,
+        ["10: clusters[azure-ml].pools[t4].nodes: give either {min, max} or {count}, not both"],
+    ),
+    "unknown instance type suggests the nearest": (
+        "aks",
+        """\
+        - name: a100
+          instanceType: Standard_NC24ads_A100_v5
+          nodes: {count: 1}
+        """,
+        [
+            "9: clusters[azure-ml].pools[a100].instanceType: 'Standard_NC24ads_A100_v5' is not a known "
+            "AKS GPU instance type; did you mean Standard_NC24ads_A100_v4, Standard_NC48ads_A100_v4, "
+            "Standard_NC40ads_H100_v5?"
+        ],
+    ),
+    "an instance type of another cloud": (
+        "gke",
+        """\
+        - name: p4d
+          instanceType: p4d.24xlarge
+          nodes: {count: 1}
+        """,
+        [
+            "9: clusters[gcp-ml].pools[p4d].instanceType: 'p4d.24xlarge' is not a known GKE GPU "
+            "instance type; it is an instance type of EKS"
+        ],
+    ),
+    "unknown key": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          nodes: {count: 1}
+          diskSizeGB: 100
+        """,
+        [
+            "11: clusters[azure-ml].pools[t4].diskSizeGB: unknown field; did you mean diskSizeGb? "
+            "allowed: name, instanceType, gpu, nodes, spot, diskSizeGb, labels, taints"
+        ],
+    ),
+    "sharing mode not known": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          gpu: {sharing: vgpu, replicas: 4}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[azure-ml].pools[t4].gpu.sharing: 'vgpu' is not allowed; one of: exclusive, "
+            "time-slicing, mps"
+        ],
+    ),
+    "sharing without replicas": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          gpu: {sharing: time-slicing}
+          nodes: {count: 1}
+        """,
+        ["10: clusters[azure-ml].pools[t4].gpu: sharing: time-slicing needs replicas (clients per GPU)"],
+    ),
+    "replicas without sharing": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          gpu: {replicas: 4}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[azure-ml].pools[t4].gpu: replicas applies only with sharing: time-slicing or "
+            "mps (sharing is exclusive)"
+        ],
+    ),
+    "no silent coercion": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          nodes: {count: "3"}
+          spot: "yes"
+        """,
+        [
+            "10: clusters[azure-ml].pools[t4].nodes.count: must be a valid integer (got '3')",
+            "11: clusters[azure-ml].pools[t4].spot: must be a valid boolean (got 'yes')",
+        ],
+    ),
+    "taint syntax and effect": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          nodes: {count: 1}
+          taints: ["dedicated", "x=y:Sometimes"]
+        """,
+        [
+            "11: clusters[azure-ml].pools[t4].taints[0]: 'dedicated' is not a taint; write "
+            "key=value:Effect, e.g. dedicated=ml:NoSchedule",
+            "11: clusters[azure-ml].pools[t4].taints[1]: 'x=y:Sometimes' has effect Sometimes; "
+            "allowed: NoSchedule, PreferNoSchedule, NoExecute",
+        ],
+    ),
+    "a taint that clashes with the gpu taint": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          nodes: {count: 1}
+          taints: ["nvidia.com/gpu=absent:NoSchedule"]
+        """,
+        [
+            "11: clusters[azure-ml].pools[t4].taints[0]: nvidia.com/gpu=absent:NoSchedule clashes with "
+            "the GPU taint provisioner adds (same key and effect)"
+        ],
+    ),
+    "labels the tool owns": (
+        "eks",
+        """\
+        - name: g5
+          instanceType: g5.xlarge
+          nodes: {count: 1}
+          labels: {nvidia.com/device-plugin.config: mine}
+        """,
+        [
+            '12: clusters[aws-ml].pools[g5].labels["nvidia.com/device-plugin.config"]: '
+            "nvidia.com/device-plugin.config is set by provisioner from gpu.sharing; remove it from labels"
+        ],
+    ),
+    "gpu count where the machine fixes it": (
+        "gke",
+        """\
+        - name: a100
+          instanceType: a2-highgpu-1g
+          gpu: {count: 2}
+          nodes: {count: 1}
+        """,
+        ["10: clusters[gcp-ml].pools[a100].gpu.count: a2-highgpu-1g always has 1 GPU(s); remove gpu.count"],
+    ),
+    "gpu count where the pool chooses it": (
+        "gke",
+        """\
+        - name: t4
+          instanceType: n1-standard-8
+          gpu: {count: 3}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[gcp-ml].pools[t4].gpu.count: 3 T4 16GB GPUs cannot be attached to "
+            "n1-standard-8; one of: 1, 2, 4"
+        ],
+    ),
+    "duplicate pool names": (
+        "gke",
+        """\
+        - name: l4
+          instanceType: g2-standard-8
+          nodes: {count: 1}
+        - name: l4
+          instanceType: g2-standard-8
+          nodes: {count: 1}
+        """,
+        ["11: clusters[gcp-ml].pools[l4].name: duplicate pool name 'l4' in this cluster"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_rule(name, pool_file):
+    cloud, pools, expected = CASES[name]
+    assert problems(pool_file(cloud, pools)) == expected
+
+
+def test_eks_needs_node_role_and_subnets(fleet_file):
+    path = fleet_file("""\
+        clusters:
+          - name: aws-ml
+            cloud: eks
+            region: us-east-1
+            cluster: ml-eks
+        """)
+    assert problems(path) == [
+        "2: clusters[aws-ml].nodeRole: is required",
+        "2: clusters[aws-ml].subnets: is required",
+    ]
+
+
+def test_unknown_cloud_and_duplicate_clusters(fleet_file):
+    path = fleet_file("""\
+        clusters:
+          - name: ml
+            cloud: gke
+            project: my-project
+            location: us-central1
+            cluster: ml-gke
+          - name: ml
+            cloud: azure
+        """)
+    assert problems(path) == [
+        "7: clusters[ml].name: duplicate cluster name 'ml'; names are unique in a fleet",
+        "8: clusters[ml].cloud: 'azure' is not a supported cloud; one of: aks, gke, eks",
+    ]
+
+
+def test_same_cluster_twice(fleet_file):
+    path = fleet_file(
+        """\
+        clusters:
+          - {name: a, cloud: eks, region: us-east-1, cluster: ml, nodeRole: R, subnets: [subnet-0abc1234]}
+          - {name: b, cloud: eks, region: us-east-1, cluster: ml, nodeRole: R, subnets: [subnet-0abc1234]}
+        """.replace("ROLE", "arn:aws:iam::123456789012:role/r")
+    )
+    assert problems(path) == [
+        "3: clusters[b].cluster: 'ml' is the same cluster as clusters[a]; two entries would fight "
+        "over its pools",
+    ]
+
+
+def test_every_error_in_a_file_is_reported(fleet_file):
+    """Structural errors in one cluster do not hide the cloud-rule errors of another's pools."""
+    path = fleet_file("""\
+        clusters:
+          - name: aws-ml
+            cloud: eks
+            region: us-east-1
+            cluster: ml-eks
+            pools:
+              - name: p4d
+                instanceType: p4d.24xlarge
+                gpu: {mig: 1g.10gb, sharing: mps, replicas: 1}
+                nodes: {count: 1}
+          - name: gcp-ml
+            cloud: gke
+            project: my-project
+            location: us-central1
+            cluster: ml-gke
+            pools:
+              - name: l4
+                instanceType: g2-standard-8
+                nodes: {count: -1}
+        """)
+    assert problems(path) == [
+        "2: clusters[aws-ml].nodeRole: is required",
+        "2: clusters[aws-ml].subnets: is required",
+        "9: clusters[aws-ml].pools[p4d].gpu.replicas: 1 is below the minimum of 2 clients per GPU for mps",
+        "9: clusters[aws-ml].pools[p4d].gpu.sharing: mps on MIG partitions is not supported on EKS: "
+        "the NVIDIA device plugin does not run MPS on MIG devices; use time-slicing, or drop gpu.mig",
+        "19: clusters[gcp-ml].pools[l4].nodes.count: must be greater than or equal to 0 (got -1)",
+    ]
+
+
+def test_yaml_syntax_error_has_a_line(fleet_file):
+    path = fleet_file("clusters:\n  - name: a\n    cloud: [aks\n")
+    [message] = problems(path)
+    assert message.startswith("4: : invalid YAML") or message.startswith("3: : invalid YAML")
+
+
+def test_duplicate_yaml_keys(fleet_file):
+    path = fleet_file("clusters: []\nclusters: []\n")
+    [message] = problems(path)
+    assert message.startswith("2: : invalid YAML") and "duplicate key" in message
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FleetError) as caught:
+        compile_file(tmp_path / "nope.yaml")
+    [diagnostic] = caught.value.diagnostics
+    assert diagnostic.line is None and diagnostic.message == "cannot read: No such file or directory"
+
+
+def test_empty_fleet(fleet_file):
+    assert problems(fleet_file("clusters: []\n")) == ["1: clusters: must not be empty"]
+    assert problems(fleet_file("# nothing\n")) == ["None: : expected a mapping with a clusters: list"]
