@@ -360,7 +360,7 @@ def test_same_cluster_twice(fleet_file):
         clusters:
           - {name: a, cloud: eks, region: us-east-1, cluster: ml, nodeRole: R, subnets: [subnet-0abc1234]}
           - {name: b, cloud: eks, region: us-east-1, cluster: ml, nodeRole: R, subnets: [subnet-0abc1234]}
-        """.replace("ROLE", "arn:aws:iam::123456789012:role/r")
+        """.replace(" R,", " arn:aws:iam::123456789012:role/r,")
     )
     assert problems(path) == [
         "3: clusters[b].cluster: 'ml' is the same cluster as clusters[a]; two entries would fight "
