@@ -27,11 +27,14 @@ class _Group(click.Group):
             ctx.exit(1)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _print_diagnostics(diagnostics: list[Diagnostic]) -> None:
     for diagnostic in diagnostics:
         click.echo(str(diagnostic), err=True)
-    count = len(diagnostics)
-    click.echo(f"{count} error{'s' if count != 1 else ''}", err=True)
+    click.echo(_count(len(diagnostics), "error"), err=True)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,7 +64,8 @@ def validate(fleets: tuple[str, ...], as_json: bool) -> None:
         click.echo(json.dumps({"valid": results, "errors": errors}, indent=2))
         sys.exit(1 if problems else 0)
     for result in results:
-        out.print(f"[green]✓[/] {result['file']}: {result['clusters']} clusters, {result['pools']} pools")
+        counts = f"{_count(result['clusters'], 'cluster')}, {_count(result['pools'], 'pool')}"
+        out.print(f"[green]✓[/] {result['file']}: {counts}")
     if problems:
         raise FleetError(problems)
 

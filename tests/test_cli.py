@@ -1,0 +1,138 @@
+"""The command line as a user runs it: a real process, its output and its exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+from conftest import EXAMPLES, ROOT
+from ruamel.yaml import YAML
+
+CLOUD_SDKS = ("boto3", "botocore", "azure", "google.cloud", "google.auth", "google.api_core")
+
+
+def run(*args: str, cwd=ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "provisioner", *args], capture_output=True, text=True, cwd=cwd, check=False
+    )
+
+
+def test_validate_ok():
+    result = run("validate", "examples/fleet.yaml", "examples/mig.yaml")
+    assert result.returncode == 0, result.stderr
+    assert "examples/fleet.yaml: 3 clusters, 6 pools" in result.stdout
+    assert "examples/mig.yaml: 3 clusters, 3 pools" in result.stdout
+
+
+def test_validate_lists_every_error_and_exits_1(pool_file):
+    path = pool_file(
+        "aks",
+        """\
+        - name: Bad
+          instanceType: Standard_NC24ads_A100_v4
+          gpu: {mig: 1g.5gb}
+          nodes: {min: 1, max: 2}
+        """,
+    )
+    result = run("validate", str(path), "examples/fleet.yaml")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines == [
+        f"{path}:8: clusters[azure-ml].pools[Bad].name: 'Bad' is not a valid AKS pool name: "
+        "lowercase letters and digits, starting with a letter, 1-12 characters",
+        f"{path}:10: clusters[azure-ml].pools[Bad].gpu.mig: 1g.5gb is not a MIG profile of the "
+        "A100 80GB on AKS; it offers 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb",
+        "2 errors",
+    ]
+    assert "examples/fleet.yaml" in result.stdout  # the valid file is still reported
+
+
+def test_validate_json(pool_file):
+    path = pool_file("gke", "- {name: l4, instanceType: g2-standard-8, nodes: {count: 0}, spot: 1}\n")
+    result = run("validate", "--json", str(path))
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["valid"] == []
+    assert report["errors"] == [
+        {
+            "file": str(path),
+            "line": 8,
+            "path": "clusters[gcp-ml].pools[l4].spot",
+            "message": "must be a valid boolean (got 1)",
+        }
+    ]
+
+
+def test_validate_missing_file_is_an_error_not_a_traceback(tmp_path):
+    result = run("validate", str(tmp_path / "missing.yaml"))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"{tmp_path / 'missing.yaml'}: cannot read: No such file")
+    assert "Traceback" not in result.stderr
+
+
+def test_render_prints_one_stream():
+    result = run("render", "examples/fleet.yaml")
+    assert result.returncode == 0, result.stderr
+    documents = [d for d in YAML(typ="safe").load_all(result.stdout) if d]
+    kinds = [d.get("kind", "helm values") for d in documents]
+    assert kinds == ["ConfigMap", "helm values", "ConfigMap", "helm values"]
+    assert "# Cluster gcp-ml: GKE partitions and shares GPUs itself" in result.stdout
+
+
+def test_render_one_cluster_to_files(tmp_path):
+    result = run("render", "examples/fleet.yaml", "--cluster", "aws-ml", "--out-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.yaml"))
+    assert written == ["aws-ml/device-plugin-config.yaml", "aws-ml/gpu-operator-values.yaml"]
+
+
+def test_render_unknown_cluster():
+    result = run("render", "examples/fleet.yaml", "--cluster", "nope")
+    assert result.returncode == 1
+    assert "no cluster 'nope' in examples/fleet.yaml; clusters: azure-ml, gcp-ml, aws-ml" in result.stderr
+
+
+def test_render_refuses_an_invalid_fleet(pool_file):
+    path = pool_file("eks", "- {name: g5, instanceType: g5.xlarge, nodes: {count: 1}, gpu: {mig: 1g.5gb}}\n")
+    result = run("render", str(path))
+    assert result.returncode == 1
+    assert "does not support MIG" in result.stderr
+    assert result.stdout == ""  # nothing half-rendered
+
+
+def test_schema_accepts_the_examples_and_rejects_unknown_keys():
+    result = run("schema")
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    validator = jsonschema.Draft202012Validator(schema)
+    for example in sorted(EXAMPLES.glob("*.yaml")):
+        validator.validate(YAML(typ="safe").load(example.read_text()))
+    bad = YAML(typ="safe").load((EXAMPLES / "fleet.yaml").read_text())
+    bad["clusters"][0]["pools"][0]["instancetype"] = "x"
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(bad)
+
+
+@pytest.mark.parametrize(
+    "args", [("--help",), ("validate", "examples/fleet.yaml"), ("render", "examples/fleet.yaml")]
+)
+def test_no_cloud_sdk_is_imported(args):
+    probe = (
+        "import atexit, sys\n"
+        "def report():\n"
+        f"    loaded = sorted(m for m in sys.modules if m.startswith({CLOUD_SDKS!r}))\n"
+        "    sys.stderr.write('SDKS=' + ','.join(loaded) + '\\n')\n"
+        "atexit.register(report)\n"
+        f"sys.argv = ['provisioner', *{list(args)!r}]\n"
+        "from provisioner.cli import main\n"
+        "main()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "SDKS=\n" in result.stderr

@@ -1,0 +1,134 @@
+"""The hardware data agrees with ../shared/FACTS.md, row for row (the tables are copied here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner import hardware
+
+HW = hardware.load()
+
+# FACTS.md "MIG profiles per GPU": profile x instances per GPU.
+FACTS_MIG = {
+    "A100 40GB": "1g.5gb x7, 1g.10gb x4, 2g.10gb x3, 3g.20gb x2, 4g.20gb x1, 7g.40gb x1",
+    "A100 80GB": "1g.10gb x7, 1g.20gb x4, 2g.20gb x3, 3g.40gb x2, 4g.40gb x1, 7g.80gb x1",
+    "H100 80GB": "1g.10gb x7, 1g.20gb x4, 2g.20gb x3, 3g.40gb x2, 4g.40gb x1, 7g.80gb x1",
+    "H100 NVL 94GB": "1g.12gb x7, 1g.24gb x4, 2g.24gb x3, 3g.47gb x2, 4g.47gb x1, 7g.94gb x1",
+    "H200 141GB": "1g.18gb x7, 1g.35gb x4, 2g.35gb x3, 3g.71gb x2, 4g.71gb x1, 7g.141gb x1",
+    "B200": "1g.23gb x7, 1g.45gb x4, 2g.45gb x3, 3g.90gb x2, 4g.90gb x1, 7g.180gb x1",
+    "A30 24GB": "1g.6gb x4, 2g.12gb x2, 4g.24gb x1",
+}
+NOT_MIG = ["T4 16GB", "L4 24GB", "A10G 24GB", "V100 16GB"]
+
+# FACTS.md "Instance types and their GPUs": (cloud, instance type, GPU, GPUs per node).
+FACTS_INSTANCES = [
+    ("aks", "Standard_NC24ads_A100_v4", "A100 80GB", 1),
+    ("aks", "Standard_NC48ads_A100_v4", "A100 80GB", 2),
+    ("aks", "Standard_NC96ads_A100_v4", "A100 80GB", 4),
+    ("aks", "Standard_ND96asr_v4", "A100 40GB", 8),
+    ("aks", "Standard_ND96amsr_A100_v4", "A100 80GB", 8),
+    ("aks", "Standard_NC40ads_H100_v5", "H100 NVL 94GB", 1),
+    ("aks", "Standard_NC80adis_H100_v5", "H100 NVL 94GB", 2),
+    ("aks", "Standard_ND96isr_H100_v5", "H100 80GB", 8),
+    ("aks", "Standard_ND96isr_H200_v5", "H200 141GB", 8),
+    ("aks", "Standard_NC4as_T4_v3", "T4 16GB", 1),
+    ("aks", "Standard_NC8as_T4_v3", "T4 16GB", 1),
+    ("aks", "Standard_NC16as_T4_v3", "T4 16GB", 1),
+    ("aks", "Standard_NC64as_T4_v3", "T4 16GB", 4),
+    *[("gke", f"a2-highgpu-{n}g", "A100 40GB", n) for n in (1, 2, 4, 8)],
+    ("gke", "a2-megagpu-16g", "A100 40GB", 16),
+    *[("gke", f"a2-ultragpu-{n}g", "A100 80GB", n) for n in (1, 2, 4, 8)],
+    *[("gke", f"a3-highgpu-{n}g", "H100 80GB", n) for n in (1, 2, 4, 8)],
+    ("gke", "a3-ultragpu-8g", "H200 141GB", 8),
+    ("gke", "a4-highgpu-8g", "B200", 8),
+    *[("gke", f"g2-standard-{v}", "L4 24GB", 1) for v in (4, 8, 12, 16, 32)],
+    ("gke", "g2-standard-24", "L4 24GB", 2),
+    ("gke", "g2-standard-48", "L4 24GB", 4),
+    ("gke", "g2-standard-96", "L4 24GB", 8),
+    ("eks", "p4d.24xlarge", "A100 40GB", 8),
+    ("eks", "p4de.24xlarge", "A100 80GB", 8),
+    ("eks", "p5.48xlarge", "H100 80GB", 8),
+    ("eks", "p5e.48xlarge", "H200 141GB", 8),
+    ("eks", "p5en.48xlarge", "H200 141GB", 8),
+    *[
+        ("eks", f"g5.{size}", "A10G 24GB", 1)
+        for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")
+    ],
+    ("eks", "g5.12xlarge", "A10G 24GB", 4),
+    ("eks", "g5.24xlarge", "A10G 24GB", 4),
+    ("eks", "g5.48xlarge", "A10G 24GB", 8),
+]
+
+# FACTS.md GKE: accelerator type names of the MIG-capable GPUs.
+FACTS_GKE_ACCELERATORS = {
+    "a2-highgpu-1g": "nvidia-tesla-a100",
+    "a2-ultragpu-1g": "nvidia-a100-80gb",
+    "a3-highgpu-1g": "nvidia-h100-80gb",
+    "a3-ultragpu-8g": "nvidia-h200-141gb",
+    "a4-highgpu-8g": "nvidia-b200",
+    "g2-standard-4": "nvidia-l4",
+    "n1-standard-4": "nvidia-tesla-t4",
+}
+
+
+def _gpu_named(name: str) -> hardware.Gpu:
+    return next(g for g in HW.gpus.values() if g.name == name)
+
+
+@pytest.mark.parametrize("gpu", FACTS_MIG)
+def test_mig_profiles_match_facts(gpu):
+    listed = ", ".join(f"{p.name} x{p.instances}" for p in _gpu_named(gpu).mig.values())
+    assert listed == FACTS_MIG[gpu]
+
+
+@pytest.mark.parametrize("gpu", NOT_MIG)
+def test_not_mig_capable(gpu):
+    assert not _gpu_named(gpu).mig_capable
+
+
+@pytest.mark.parametrize(("cloud", "name", "gpu", "count"), FACTS_INSTANCES)
+def test_instance_types_match_facts(cloud, name, gpu, count):
+    instance = HW.instance_type(cloud, name)
+    assert instance is not None, f"{name} missing from {cloud}"
+    assert (instance.gpu.name, instance.gpus) == (gpu, count)
+
+
+def test_gke_n1_takes_a_chosen_number_of_t4s():
+    instance = HW.instance_type("gke", "n1-standard-8")
+    assert (instance.gpu.name, instance.gpus, instance.gpu_choices) == ("T4 16GB", None, (1, 2, 4))
+
+
+@pytest.mark.parametrize(("name", "accelerator"), FACTS_GKE_ACCELERATORS.items())
+def test_gke_accelerator_names(name, accelerator):
+    assert HW.instance_type("gke", name).accelerator == accelerator
+
+
+def test_every_gke_type_names_its_accelerator_and_no_other_cloud_does():
+    for cloud, types in HW.instance_types.items():
+        for instance in types.values():
+            assert (instance.accelerator is not None) == (cloud == "gke"), instance.name
+
+
+def test_aks_gpu_instance_profiles_are_the_gi_ids_agentbaker_partitions_into():
+    aks = HW.clouds["aks"]
+    assert dict(aks.mig_values) == {"MIG1g": 19, "MIG2g": 14, "MIG3g": 9, "MIG4g": 5, "MIG7g": 0}
+    a100_80 = _gpu_named("A100 80GB")
+    settings = {p.name: aks.mig_setting(p) for p in aks.mig_profiles(a100_80)}
+    assert settings == {
+        "1g.10gb": "MIG1g",
+        "2g.20gb": "MIG2g",
+        "3g.40gb": "MIG3g",
+        "4g.40gb": "MIG4g",
+        "7g.80gb": "MIG7g",
+    }
+    h200 = _gpu_named("H200 141GB")
+    assert next(p.name for p in aks.mig_profiles(h200)) == "1g.18gb"  # FACTS: MIG1g is 1g.18gb on H200
+
+
+def test_profile_names_parse_into_compute_and_memory():
+    profile = _gpu_named("H200 141GB").mig["3g.71gb"]
+    assert (profile.compute_slices, profile.memory_gb) == (3, 71)
+
+
+def test_no_unconfirmed_g4dn_or_g6_rows():
+    assert not [name for name in HW.instance_types["eks"] if name.startswith(("g4dn", "g6"))]
