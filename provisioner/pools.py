@@ -23,3 +23,73 @@ class Taint:
 # Every GPU pool carries this taint, so only pods that ask for a GPU land there; GKE adds it by
 # itself only when the cluster also has a non-GPU pool, so it is always set explicitly.
 GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Autoscaling bounds, or a fixed size (min == max, autoscaling off)."""
+
+    min: int
+    max: int
+    autoscaling: bool
+
+    @classmethod
+    def fixed(cls, count: int) -> Scaling:
+        return cls(count, count, autoscaling=False)
+
+
+@dataclass(frozen=True)
+class NativeSharing:
+    """GPU sharing the cloud does itself (GKE gpu_sharing_config), as its API names the strategy."""
+
+    strategy: str  # e.g. TIME_SHARING, MPS
+    clients_per_gpu: int
+
+
+# The PoolState fields a plan compares, in the order it prints them.
+POOL_FIELDS = (
+    "instance_type",
+    "gpus_per_node",
+    "mig_setting",
+    "sharing",
+    "spot",
+    "disk_size_gb",
+    "scaling",
+    "labels",
+    "taints",
+)
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """One node pool as the cloud holds it, in a cloud-neutral shape.
+
+    The compiler produces the desired one, drivers return the observed ones, and plan and sync
+    compare them. It is normalised so that a pool the cloud holds exactly as asked compares
+    equal: labels and taints are sorted tuples, the labels and taints a cloud adds by itself are
+    left out by the driver, and enums use the spellings here, whatever the SDK's.
+    """
+
+    name: str
+    instance_type: str
+    gpus_per_node: int
+    mig_setting: str | None  # the cloud's own MIG field value (MIG1g, 1g.5gb); None where a label does it
+    sharing: NativeSharing | None  # only where the cloud shares GPUs itself
+    spot: bool
+    disk_size_gb: int | None  # None: the cloud's default
+    scaling: Scaling
+    labels: tuple[tuple[str, str], ...]
+    taints: tuple[Taint, ...]
+    owned: bool = True  # False: a pool this tool did not create; never updated or deleted
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", tuple(sorted(dict(self.labels).items())))
+        object.__setattr__(self, "taints", tuple(sorted(set(self.taints))))
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+    def differences(self, other: PoolState) -> list[str]:
+        """The fields in which `other` differs from this state, in POOL_FIELDS order."""
+        return [name for name in POOL_FIELDS if getattr(self, name) != getattr(other, name)]

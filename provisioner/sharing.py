@@ -14,7 +14,7 @@ from typing import Any
 from provisioner import hardware
 from provisioner.fleet import Cluster, Fleet, Pool, Sharing, parse
 from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
-from provisioner.pools import GPU_TAINT, Taint
+from provisioner.pools import GPU_TAINT, NativeSharing, PoolState, Scaling, Taint
 from provisioner.source import Diagnostic, FleetError, Loc
 
 DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
@@ -59,14 +59,6 @@ def default_device_plugin_config() -> dict[str, Any]:
     # "single" serves MIG and whole GPUs alike (NVIDIA/k8s-device-plugin#233), matching the
     # GPU Operator's default mig.strategy.
     return {"version": "v1", "flags": {"migStrategy": "single"}}
-
-
-@dataclass(frozen=True)
-class NativeSharing:
-    """GPU sharing the cloud does itself, as its API spells it."""
-
-    strategy: str  # e.g. TIME_SHARING, MPS
-    max_clients_per_gpu: int
 
 
 @dataclass(frozen=True)
@@ -134,6 +126,29 @@ class CompiledFleet:
 
     def cluster(self, name: str) -> CompiledCluster | None:
         return next((c for c in self.clusters if c.cluster.name == name), None)
+
+
+def desired_state(compiled: CompiledPool) -> PoolState:
+    """The PoolState a cloud should hold for `compiled`: what plan compares drivers' pools to."""
+    pool, setup = compiled.pool, compiled.setup
+    nodes = pool.nodes
+    scaling = (
+        Scaling.fixed(nodes.count)
+        if nodes.count is not None
+        else Scaling(nodes.min or 0, nodes.max or 0, True)
+    )
+    return PoolState(
+        name=pool.name,
+        instance_type=pool.instance_type,
+        gpus_per_node=setup.gpus_per_node,
+        mig_setting=setup.mig_setting,
+        sharing=setup.native_sharing,
+        spot=pool.spot,
+        disk_size_gb=pool.disk_size_gb,
+        scaling=scaling,
+        labels=tuple(setup.labels.items()),
+        taints=setup.taints,
+    )
 
 
 class PoolProblems(Exception):

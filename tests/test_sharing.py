@@ -68,7 +68,7 @@ def test_gke_mig_and_sharing_are_pool_fields(pool_file):
         """,
     )
     assert setup.mig_setting == "1g.5gb"
-    assert (setup.native_sharing.strategy, setup.native_sharing.max_clients_per_gpu) == ("TIME_SHARING", 3)
+    assert (setup.native_sharing.strategy, setup.native_sharing.clients_per_gpu) == ("TIME_SHARING", 3)
     assert setup.device_plugin is None
     assert "nvidia.com/device-plugin.config" not in setup.labels
     assert setup.instance_type.accelerator == "nvidia-tesla-a100"

@@ -76,6 +76,7 @@ class CloudProfile:
     sharing_via: Literal["pool-field", "device-plugin"]
     sharing_modes: Mapping[str, SharingMode]
     gpu_operator_values: Mapping[str, Any]
+    in_place: frozenset[str]  # PoolState fields the cloud changes on an existing pool
 
     def mig_profiles(self, gpu: Gpu) -> list[MigProfile]:
         """The MIG profiles this cloud can partition `gpu` into, smallest first."""
@@ -159,6 +160,7 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         sharing_via=row["sharing"]["via"],
         sharing_modes=modes,
         gpu_operator_values=row.get("gpuOperator", {}),
+        in_place=frozenset(row["inPlace"]),
     )
 
 
