@@ -31,7 +31,6 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from provisioner.pools import TAINT_EFFECTS, Taint
 from provisioner.source import Diagnostic, FleetError, Loc, SourceDocument
 
-SHARING_MODES = ("exclusive", "time-slicing", "mps")
 Sharing = Literal["exclusive", "time-slicing", "mps"]
 
 
@@ -265,10 +264,11 @@ def _valid_parts(data: Any) -> Fleet:
         try:
             cluster = _CLUSTER.validate_python({**raw, "pools": []})
         except ValidationError:
-            model = _CLUSTER_MODELS.get(raw.get("cloud"))
+            cloud = raw.get("cloud")
+            model = _CLUSTER_MODELS.get(cloud) if isinstance(cloud, str) else None
             if model is None:
                 continue
-            cluster = model.model_construct(name=raw.get("name"), cloud=raw["cloud"], pools=[])
+            cluster = model.model_construct(name=raw.get("name"), cloud=cloud, pools=[])
             cluster._complete = False
         pools = []
         for pi, raw_pool in _items(raw, "pools"):
@@ -278,9 +278,8 @@ def _valid_parts(data: Any) -> Fleet:
                 continue
             pool._loc = ("clusters", ci, "pools", pi)
             pools.append(pool)
-        complete = cluster._complete
-        cluster = cluster.model_copy(update={"pools": pools})
-        cluster._loc, cluster._complete = ("clusters", ci), complete
+        cluster = cluster.model_copy(update={"pools": pools})  # private attributes come along
+        cluster._loc = ("clusters", ci)
         clusters.append(cluster)
     return Fleet.model_construct(clusters=clusters)
 
@@ -296,17 +295,21 @@ def _items(data: Any, key: str) -> list[tuple[int, dict[str, Any]]]:
 def _duplicates(data: Any, fleet: Fleet) -> list[tuple[Loc, str]]:
     """Names used twice, read from the raw file so that even invalid entries count."""
     problems: list[tuple[Loc, str]] = []
-    cluster_names: set[Any] = set()
+    cluster_names: set[str] = set()
     for ci, raw in _items(data, "clusters"):
         name = raw.get("name")
+        if not isinstance(name, str):
+            continue  # reported as a structural problem already
         if name in cluster_names:
             problems.append(
                 (("clusters", ci, "name"), f"duplicate cluster name {name!r}; names are unique in a fleet")
             )
         cluster_names.add(name)
-        pool_names: set[Any] = set()
+        pool_names: set[str] = set()
         for pi, raw_pool in _items(raw, "pools"):
             pool_name = raw_pool.get("name")
+            if not isinstance(pool_name, str):
+                continue
             if pool_name in pool_names:
                 problems.append(
                     (
@@ -359,6 +362,8 @@ def _message(loc: Loc, kind: str, error: ErrorDetails) -> str:
         return f"{value!r} is not allowed; one of: {expected}"
     if kind.startswith("too_short") and isinstance(value, list | dict):
         return "must not be empty"
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return f"must be a mapping (got {value!r})"
     message = error["msg"]
     for generic, plain in (
         ("Input should be", "must be"),

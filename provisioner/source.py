@@ -7,7 +7,7 @@ file, line, the field by a path that names list items by their `name`, and what 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,7 +143,3 @@ def _plain(node: Any) -> Any:
     if isinstance(node, str):
         return str(node)
     return node
-
-
-def join_loc(*parts: Sequence[str | int]) -> Loc:
-    return tuple(step for part in parts for step in part)

@@ -423,3 +423,27 @@ def test_missing_file(tmp_path):
 def test_empty_fleet(fleet_file):
     assert problems(fleet_file("clusters: []\n")) == ["1: clusters: must not be empty"]
     assert problems(fleet_file("# nothing\n")) == ["None: : expected a mapping with a clusters: list"]
+
+
+def test_values_of_the_wrong_shape_are_errors_not_crashes(fleet_file):
+    path = fleet_file("""\
+        clusters:
+          - name: {a: 1}
+            cloud: [aks]
+          - name: ml
+            cloud: eks
+            pools:
+              - name: [g5]
+                instanceType: g5.xlarge
+              - 7
+        """)
+    assert problems(path) == [
+        "3: clusters[0].cloud: \"['aks']\" is not a supported cloud; one of: aks, gke, eks",
+        "4: clusters[ml].cluster: is required",
+        "4: clusters[ml].nodeRole: is required",
+        "4: clusters[ml].region: is required",
+        "4: clusters[ml].subnets: is required",
+        "7: clusters[ml].pools[0].name: must be a valid string",
+        "7: clusters[ml].pools[0].nodes: is required",
+        "9: clusters[ml].pools[1]: must be a mapping (got 7)",
+    ]
