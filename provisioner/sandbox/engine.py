@@ -1,0 +1,135 @@
+"""What every emulated cloud shares: clusters of pools, long-running operations, faults."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+OperationKind = Literal["create", "update", "delete"]
+
+
+class ClusterBusy(Exception):
+    """A pool operation is already running on the cluster (AKS 409, GKE FAILED_PRECONDITION)."""
+
+    def __init__(self, running: Operation):
+        super().__init__(f"operation {running.id} ({running.kind} {running.pool}) is in progress")
+        self.running = running
+
+
+class UnknownCluster(Exception):
+    pass
+
+
+@dataclass
+class Operation:
+    id: str
+    cluster: str
+    kind: OperationKind
+    pool: str
+    done_at: float
+    finish: Callable[[], None]  # applies the operation's end state (pool ready, pool gone)
+    done: bool = False
+
+
+@dataclass
+class ClusterState:
+    key: str
+    pools: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> the cloud's record
+    running: Operation | None = None
+
+
+@dataclass(frozen=True)
+class Fault:
+    status: int  # 429 or 503
+    retry_after: float | None
+
+
+class Engine:
+    """Cluster state behind one lock; operations finish `op_seconds` after they start."""
+
+    def __init__(
+        self,
+        op_seconds: float = 0.0,
+        fault_rate: float = 0.0,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.op_seconds = op_seconds
+        self.fault_rate = fault_rate
+        self._random = random.Random(seed)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._clusters: dict[str, ClusterState] = {}
+        self._operations: dict[str, Operation] = {}
+        self._ids = itertools.count(1)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by a cloud's models for the whole of a request, so each request is atomic."""
+        return self._lock
+
+    def add_cluster(self, key: str) -> ClusterState:
+        with self._lock:
+            return self._clusters.setdefault(key, ClusterState(key))
+
+    def cluster(self, key: str) -> ClusterState:
+        with self._lock:
+            self.settle()
+            try:
+                return self._clusters[key]
+            except KeyError:
+                raise UnknownCluster(key) from None
+
+    def clusters(self) -> list[str]:
+        with self._lock:
+            return sorted(self._clusters)
+
+    def begin(
+        self, key: str, kind: OperationKind, pool: str, finish: Callable[[], None] = lambda: None
+    ) -> Operation:
+        """Start a pool operation on cluster `key`, or raise ClusterBusy while one runs."""
+        with self._lock:
+            cluster = self.cluster(key)
+            if cluster.running is not None:
+                raise ClusterBusy(cluster.running)
+            operation = Operation(
+                id=f"op-{next(self._ids)}",
+                cluster=key,
+                kind=kind,
+                pool=pool,
+                done_at=self._clock() + self.op_seconds,
+                finish=finish,
+            )
+            cluster.running = operation
+            self._operations[operation.id] = operation
+            self.settle()  # with op_seconds 0 the operation is done at once
+            return operation
+
+    def operation(self, operation_id: str) -> Operation | None:
+        with self._lock:
+            self.settle()
+            return self._operations.get(operation_id)
+
+    def settle(self) -> None:
+        """Finish every operation whose time has come."""
+        with self._lock:
+            now = self._clock()
+            for cluster in self._clusters.values():
+                operation = cluster.running
+                if operation is not None and now >= operation.done_at:
+                    operation.finish()
+                    operation.done = True
+                    cluster.running = None
+
+    def fault(self) -> Fault | None:
+        """The fault to answer this request with, drawn at `fault_rate`: throttling or unavailable."""
+        if self.fault_rate <= 0 or self._random.random() >= self.fault_rate:
+            return None
+        if self._random.random() < 0.5:
+            return Fault(429, retry_after=round(self._random.uniform(0.05, 0.5), 2))
+        return Fault(503, retry_after=None)
