@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from provisioner.pools import TAINT_EFFECTS, Taint
+from provisioner.pools import TAINT_EFFECTS, Scaling, Taint
 from provisioner.source import Diagnostic, FleetError, Loc, SourceDocument
 
 Sharing = Literal["exclusive", "time-slicing", "mps"]
@@ -118,8 +118,10 @@ class Nodes(Spec):
         return self
 
     @property
-    def autoscaling(self) -> bool:
-        return self.count is None
+    def scaling(self) -> Scaling:
+        if self.count is not None:
+            return Scaling.fixed(self.count)
+        return Scaling(self.min or 0, self.max or 0, autoscaling=True)
 
 
 class GpuSpec(Spec):

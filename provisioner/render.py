@@ -71,7 +71,6 @@ def render_cluster(compiled: CompiledCluster) -> RenderedCluster:
         "cluster": compiled.cluster,
         "cloud": compiled.cloud,
         "namespace": NAMESPACE,
-        "name": CONFIG_MAP,
         "config_map": CONFIG_MAP,
         "default_key": DEFAULT_CONFIG_KEY,
         "configs": configs,

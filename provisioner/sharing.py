@@ -14,7 +14,7 @@ from typing import Any
 from provisioner import hardware
 from provisioner.fleet import Cluster, Fleet, Pool, Sharing, parse
 from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
-from provisioner.pools import GPU_TAINT, NativeSharing, PoolState, Scaling, Taint
+from provisioner.pools import GPU_TAINT, NativeSharing, PoolState, Taint
 from provisioner.source import Diagnostic, FleetError, Loc
 
 DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
@@ -131,12 +131,6 @@ class CompiledFleet:
 def desired_state(compiled: CompiledPool) -> PoolState:
     """The PoolState a cloud should hold for `compiled`: what plan compares drivers' pools to."""
     pool, setup = compiled.pool, compiled.setup
-    nodes = pool.nodes
-    scaling = (
-        Scaling.fixed(nodes.count)
-        if nodes.count is not None
-        else Scaling(nodes.min or 0, nodes.max or 0, True)
-    )
     return PoolState(
         name=pool.name,
         instance_type=pool.instance_type,
@@ -145,7 +139,7 @@ def desired_state(compiled: CompiledPool) -> PoolState:
         sharing=setup.native_sharing,
         spot=pool.spot,
         disk_size_gb=pool.disk_size_gb,
-        scaling=scaling,
+        scaling=pool.nodes.scaling,
         labels=tuple(setup.labels.items()),
         taints=setup.taints,
     )
