@@ -132,3 +132,15 @@ def test_profile_names_parse_into_compute_and_memory():
 
 def test_no_unconfirmed_g4dn_or_g6_rows():
     assert not [name for name in HW.instance_types["eks"] if name.startswith(("g4dn", "g6"))]
+
+
+def test_gke_partition_sizes_follow_its_partitioner():
+    """container-engine-accelerators partition_gpu.go: GI 15 only on H100, H200 and B200."""
+    gke = HW.clouds["gke"]
+    offered = {gpu: [p.name for p in gke.mig_profiles(_gpu_named(gpu))] for gpu in ("A100 40GB", "A100 80GB")}
+    assert offered == {
+        "A100 40GB": ["1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"],
+        "A100 80GB": ["1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"],
+    }
+    for gpu in ("H100 80GB", "H200 141GB", "B200"):
+        assert len(gke.mig_profiles(_gpu_named(gpu))) == 6, gpu

@@ -42,17 +42,30 @@ CASES = {
             "on AKS; it offers 1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
         ],
     ),
-    "gke offers every profile of the GPU": (
+    "gke has no double-memory 1g profile on the A100s": (
         "gke",
         """\
         - name: a100
           instanceType: a2-highgpu-1g
-          gpu: {mig: 1g.6gb}
+          gpu: {mig: 1g.10gb}
           nodes: {count: 1}
         """,
         [
-            "10: clusters[gcp-ml].pools[a100].gpu.mig: 1g.6gb is not a MIG profile of the A100 40GB "
-            "on GKE; it offers 1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
+            "10: clusters[gcp-ml].pools[a100].gpu.mig: 1g.10gb is not a MIG profile of the A100 40GB "
+            "on GKE; it offers 1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
+        ],
+    ),
+    "gke has no 1g.20gb on the A100 80GB": (
+        "gke",
+        """\
+        - name: a100
+          instanceType: a2-ultragpu-1g
+          gpu: {mig: 1g.20gb}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[gcp-ml].pools[a100].gpu.mig: 1g.20gb is not a MIG profile of the A100 80GB "
+            "on GKE; it offers 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"
         ],
     ),
     "mig on a GPU without mig": (

@@ -73,6 +73,7 @@ class CloudProfile:
     mig_via: Literal["pool-field", "operator-label"]
     mig_field: str | None
     mig_values: Mapping[str, int]  # field value -> GI profile ID; empty: the field takes names
+    mig_unsupported: Mapping[str, frozenset[str]]  # GPU key -> profiles it has that the cloud cannot set
     sharing_via: Literal["pool-field", "device-plugin"]
     sharing_modes: Mapping[str, SharingMode]
     gpu_operator_values: Mapping[str, Any]
@@ -80,10 +81,11 @@ class CloudProfile:
 
     def mig_profiles(self, gpu: Gpu) -> list[MigProfile]:
         """The MIG profiles this cloud can partition `gpu` into, smallest first."""
-        if not self.mig_values:
-            return list(gpu.mig.values())
-        offered = set(self.mig_values.values())
-        return [p for p in gpu.mig.values() if p.gi in offered]
+        unsupported = self.mig_unsupported.get(gpu.key, frozenset())
+        settable = set(self.mig_values.values())
+        return [
+            p for p in gpu.mig.values() if p.name not in unsupported and (not settable or p.gi in settable)
+        ]
 
     def mig_setting(self, profile: MigProfile) -> str:
         """The value of this cloud's MIG pool field for `profile`."""
@@ -157,6 +159,7 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         mig_via=row["mig"]["via"],
         mig_field=row["mig"].get("field"),
         mig_values=row["mig"].get("values", {}),
+        mig_unsupported={gpu: frozenset(names) for gpu, names in row["mig"].get("unsupported", {}).items()},
         sharing_via=row["sharing"]["via"],
         sharing_modes=modes,
         gpu_operator_values=row.get("gpuOperator", {}),
