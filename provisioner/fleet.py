@@ -205,7 +205,11 @@ class EksCluster(_ClusterSpec):
 
 
 Cluster = Annotated[Union[AksCluster, GkeCluster, EksCluster], Field(discriminator="cloud")]  # noqa: UP007
-CLOUDS = ("aks", "gke", "eks")  # the tags of Cluster, in the order errors list them
+# The cluster model of each cloud tag, read off the Cluster union so a new cloud is added once.
+_CLUSTER_MODELS: dict[str, type[_ClusterSpec]] = {
+    get_args(model.model_fields["cloud"].annotation)[0]: model for model in get_args(get_args(Cluster)[0])
+}
+CLOUDS = tuple(_CLUSTER_MODELS)  # in the union's order, which is the order errors list them
 
 
 class Fleet(Spec):
@@ -220,7 +224,6 @@ class Fleet(Spec):
 
 
 _CLUSTER = TypeAdapter(Cluster)
-_CLUSTER_MODELS: dict[Any, type[_ClusterSpec]] = {"aks": AksCluster, "gke": GkeCluster, "eks": EksCluster}
 
 
 def parse(path: str | Path) -> tuple[Fleet, list[Diagnostic]]:
