@@ -25,6 +25,12 @@ class Taint:
 GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 
 
+# The cloud tag (AKS tags, GKE resource labels, EKS node-group tags) on every pool the tool
+# creates: a cloud-side marker, so it cannot drift with the Kubernetes labels users edit.
+OWNER_TAG_KEY = "managed-by"
+OWNER_TAG_VALUE = "provisioner"
+
+
 @dataclass(frozen=True)
 class Scaling:
     """Autoscaling bounds, or a fixed size (min == max, autoscaling off)."""
@@ -59,6 +65,9 @@ POOL_FIELDS = (
     "taints",
 )
 
+# Fields a pool may leave unset (None) for the cloud to fill in.
+CLOUD_DEFAULT_FIELDS = frozenset({"disk_size_gb"})
+
 
 @dataclass(frozen=True)
 class PoolState:
@@ -90,6 +99,14 @@ class PoolState:
     def label_map(self) -> dict[str, str]:
         return dict(self.labels)
 
-    def differences(self, other: PoolState) -> list[str]:
-        """The fields in which `other` differs from this state, in POOL_FIELDS order."""
-        return [name for name in POOL_FIELDS if getattr(self, name) != getattr(other, name)]
+    def differences(self, observed: PoolState) -> list[str]:
+        """The fields in which `observed` differs from this desired state, in POOL_FIELDS order.
+
+        A disk size desired as None ("the cloud's default") matches whatever size the cloud chose.
+        """
+        return [
+            name
+            for name in POOL_FIELDS
+            if getattr(self, name) != getattr(observed, name)
+            and not (name in CLOUD_DEFAULT_FIELDS and getattr(self, name) is None)
+        ]

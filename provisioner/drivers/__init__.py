@@ -34,8 +34,16 @@ class Throttled(DriverError):
         self.retry_after = retry_after  # seconds, from the cloud's Retry-After where it sent one
 
 
+class Unavailable(DriverError):
+    """The cloud answered 5xx or did not answer: worth trying again later."""
+
+
 class InvalidRequest(DriverError):
     pass
+
+
+class NotOwned(DriverError):
+    """The pool exists but this tool did not create it, so it is never changed or deleted."""
 
 
 class AuthenticationFailed(DriverError):
@@ -44,6 +52,25 @@ class AuthenticationFailed(DriverError):
 
 class OperationTimeout(DriverError):
     pass
+
+
+class OperationFailed(DriverError):
+    """The cloud accepted the request, then its long-running operation failed."""
+
+
+# Errors that say "later", not "no": callers retry them with backoff, honouring retry_after.
+TRANSIENT = (Busy, Throttled, Unavailable)
+
+# The taint effects as EKS and GKE spell them.
+TAINT_EFFECT_CONSTANTS = {
+    "NoSchedule": "NO_SCHEDULE",
+    "PreferNoSchedule": "PREFER_NO_SCHEDULE",
+    "NoExecute": "NO_EXECUTE",
+}
+TAINT_EFFECTS_BY_CONSTANT = {constant: effect for effect, constant in TAINT_EFFECT_CONSTANTS.items()}
+
+# How long a pool operation may take before OperationTimeout: GPU pools take minutes on real clouds.
+OPERATION_TIMEOUT = 1800.0
 
 
 class Driver(Protocol):
@@ -80,14 +107,23 @@ def wait_until(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
-    """Call `done` until it returns a value other than None, or raise OperationTimeout."""
+    """Call `done` until it returns a value other than None, or raise OperationTimeout.
+
+    A transient error while polling (throttled, unavailable) is not the operation's outcome: the
+    poll is repeated, no sooner than the cloud's Retry-After.
+    """
     deadline = clock() + timeout
     for interval in poll_intervals():
-        result = done()
+        wait = interval
+        try:
+            result = done()
+        except (Throttled, Unavailable) as exc:
+            result = None
+            wait = max(interval, getattr(exc, "retry_after", None) or 0.0)
         if result is not None:
             return result
         remaining = deadline - clock()
         if remaining <= 0:
             raise OperationTimeout(f"{what} did not finish within {timeout:g} s")
-        sleep(min(interval, remaining))
+        sleep(min(wait, remaining))
     raise AssertionError("unreachable")  # poll_intervals never ends

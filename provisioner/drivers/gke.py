@@ -1,0 +1,265 @@
+"""GKE node pools through google-cloud-container's REST transport; credentials from google.auth.default."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from provisioner import hardware
+from provisioner.drivers import (
+    OPERATION_TIMEOUT,
+    TAINT_EFFECT_CONSTANTS,
+    TAINT_EFFECTS_BY_CONSTANT,
+    AuthenticationFailed,
+    Busy,
+    DriverError,
+    InvalidRequest,
+    NotFound,
+    NotOwned,
+    OperationFailed,
+    Throttled,
+    Unavailable,
+    wait_until,
+)
+from provisioner.fleet import GkeCluster
+from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, NativeSharing, PoolState, Scaling, Taint
+
+# Node labels GKE sets itself (FACTS.md): never the user's, never drift.
+GKE_LABEL_PREFIX = "cloud.google.com/gke-"
+REQUEST_TIMEOUT = 60.0  # seconds, per HTTP call
+
+
+class GkeDriver:
+    def __init__(self, endpoint: str | None = None, operation_timeout: float = OPERATION_TIMEOUT):
+        self._endpoint = endpoint  # a sandbox's REST api_endpoint; None: container.googleapis.com
+        self._operation_timeout = operation_timeout
+        self._client_instance: Any = None
+
+    # Driver protocol
+
+    def list_pools(self, cluster: GkeCluster) -> list[PoolState]:
+        response = self._call(self._client.list_node_pools, parent=_path(cluster))
+        return [_observed(pool) for pool in response.node_pools]
+
+    def create_pool(self, cluster: GkeCluster, desired: PoolState) -> PoolState:
+        operation = self._call(
+            self._client.create_node_pool, parent=_path(cluster), node_pool=self._node_pool(desired)
+        )
+        self._wait(cluster, operation, f"creating node pool {desired.name}")
+        return self._read(cluster, desired.name)
+
+    def update_pool(self, cluster: GkeCluster, desired: PoolState) -> PoolState:
+        from google.cloud import container_v1 as gke
+
+        current = self._read(cluster, desired.name)
+        if not current.owned:
+            raise NotOwned(f"node pool {desired.name} was not created by provisioner; not updating it")
+        name = f"{_path(cluster)}/nodePools/{desired.name}"
+        changed = set(current.differences(desired))
+        update: dict[str, Any] = {}
+        if "labels" in changed:
+            update["labels"] = gke.NodeLabels(labels=desired.label_map)
+        if "taints" in changed:
+            update["taints"] = gke.NodeTaints(taints=[_taint(t) for t in desired.taints])
+        if "disk_size_gb" in changed and desired.disk_size_gb is not None:
+            update["disk_size_gb"] = desired.disk_size_gb
+        if update:
+            operation = self._call(
+                self._client.update_node_pool, request=gke.UpdateNodePoolRequest(name=name, **update)
+            )
+            self._wait(cluster, operation, f"updating node pool {desired.name}")
+        if "scaling" in changed:
+            scaling = desired.scaling
+            if scaling.autoscaling:
+                autoscaling = gke.NodePoolAutoscaling(
+                    enabled=True, min_node_count=scaling.min, max_node_count=scaling.max
+                )
+                request = gke.SetNodePoolAutoscalingRequest(name=name, autoscaling=autoscaling)
+                operation = self._call(self._client.set_node_pool_autoscaling, request=request)
+            else:
+                if current.scaling.autoscaling:
+                    off = gke.SetNodePoolAutoscalingRequest(name=name, autoscaling=gke.NodePoolAutoscaling())
+                    operation = self._call(self._client.set_node_pool_autoscaling, request=off)
+                    self._wait(cluster, operation, f"turning off autoscaling of {desired.name}")
+                size = gke.SetNodePoolSizeRequest(name=name, node_count=scaling.min)
+                operation = self._call(self._client.set_node_pool_size, request=size)
+            self._wait(cluster, operation, f"scaling node pool {desired.name}")
+        return self._read(cluster, desired.name)
+
+    def delete_pool(self, cluster: GkeCluster, name: str) -> None:
+        if not self._read(cluster, name).owned:
+            raise NotOwned(f"node pool {name} was not created by provisioner; not deleting it")
+        operation = self._call(self._client.delete_node_pool, name=f"{_path(cluster)}/nodePools/{name}")
+        self._wait(cluster, operation, f"deleting node pool {name}")
+
+    # The SDK
+
+    @property
+    def _client(self) -> Any:
+        if self._client_instance is None:
+            from google.cloud import container_v1 as gke
+
+            if self._endpoint is None:
+                options, credentials = None, None  # google.auth.default() inside the client
+            else:
+                from google.auth.credentials import AnonymousCredentials
+
+                options, credentials = {"api_endpoint": self._endpoint}, AnonymousCredentials()
+            with _sdk_errors():
+                self._client_instance = gke.ClusterManagerClient(
+                    transport="rest", client_options=options, credentials=credentials
+                )
+        return self._client_instance
+
+    def _call(self, method: Any, **kwargs: Any) -> Any:
+        """One RPC without the SDK's own retries: callers retry TRANSIENT errors with their
+        backoff, so retries are never multiplied."""
+        with _sdk_errors():
+            return method(retry=None, timeout=REQUEST_TIMEOUT, **kwargs)
+
+    def _read(self, cluster: GkeCluster, name: str) -> PoolState:
+        return _observed(self._call(self._client.get_node_pool, name=f"{_path(cluster)}/nodePools/{name}"))
+
+    def _wait(self, cluster: GkeCluster, operation: Any, what: str) -> None:
+        from google.cloud import container_v1 as gke
+
+        name = f"projects/{cluster.project}/locations/{cluster.location}/operations/{operation.name}"
+
+        def finished() -> Any:
+            current = self._call(self._client.get_operation, name=name)
+            return current if current.status == gke.Operation.Status.DONE else None
+
+        done = wait_until(finished, self._operation_timeout, what)
+        if done.error.message or done.status_message:
+            raise OperationFailed(f"{what}: {done.error.message or done.status_message}")
+
+    def _node_pool(self, desired: PoolState) -> Any:
+        from google.cloud import container_v1 as gke
+
+        config = gke.NodeConfig(
+            machine_type=desired.instance_type,
+            spot=desired.spot,
+            labels=desired.label_map,
+            resource_labels={OWNER_TAG_KEY: OWNER_TAG_VALUE},
+            taints=[_taint(t) for t in desired.taints],
+            accelerators=[self._accelerator(desired)] if desired.gpus_per_node else [],
+        )
+        if desired.disk_size_gb is not None:
+            config.disk_size_gb = desired.disk_size_gb
+        scaling = desired.scaling
+        pool = gke.NodePool(name=desired.name, config=config, initial_node_count=scaling.min)
+        if scaling.autoscaling:
+            pool.autoscaling = gke.NodePoolAutoscaling(
+                enabled=True, min_node_count=scaling.min, max_node_count=scaling.max
+            )
+        return pool
+
+    @staticmethod
+    def _accelerator(desired: PoolState) -> Any:
+        from google.cloud import container_v1 as gke
+
+        machine = hardware.load().instance_type("gke", desired.instance_type)
+        if machine is None or machine.accelerator is None:
+            raise InvalidRequest(f"{desired.instance_type} is not a GKE GPU machine type")
+        accelerator = gke.AcceleratorConfig(
+            accelerator_type=machine.accelerator,
+            accelerator_count=desired.gpus_per_node,
+            gpu_partition_size=desired.mig_setting or "",
+            # GKE installs the NVIDIA driver itself; no GPU Operator on GKE.
+            gpu_driver_installation_config=gke.GPUDriverInstallationConfig(
+                gpu_driver_version=gke.GPUDriverInstallationConfig.GPUDriverVersion.DEFAULT
+            ),
+        )
+        if desired.sharing is not None:
+            accelerator.gpu_sharing_config = gke.GPUSharingConfig(
+                gpu_sharing_strategy=gke.GPUSharingConfig.GPUSharingStrategy[desired.sharing.strategy],
+                max_shared_clients_per_gpu=desired.sharing.clients_per_gpu,
+            )
+        return accelerator
+
+
+def _path(cluster: GkeCluster) -> str:
+    return f"projects/{cluster.project}/locations/{cluster.location}/clusters/{cluster.cluster}"
+
+
+def _taint(taint: Taint) -> Any:
+    from google.cloud import container_v1 as gke
+
+    effect = gke.NodeTaint.Effect[TAINT_EFFECT_CONSTANTS[taint.effect]]
+    return gke.NodeTaint(key=taint.key, value=taint.value, effect=effect)
+
+
+def _observed(pool: Any) -> PoolState:
+    config = pool.config
+    accelerator = config.accelerators[0] if config.accelerators else None
+    sharing = None
+    if accelerator is not None and accelerator.gpu_sharing_config.gpu_sharing_strategy:
+        shared = accelerator.gpu_sharing_config
+        sharing = NativeSharing(shared.gpu_sharing_strategy.name, shared.max_shared_clients_per_gpu)
+    autoscaling = pool.autoscaling
+    scaling = (
+        Scaling(autoscaling.min_node_count, autoscaling.max_node_count, autoscaling=True)
+        if autoscaling.enabled
+        else Scaling.fixed(pool.initial_node_count)
+    )
+    return PoolState(
+        name=pool.name,
+        instance_type=config.machine_type,
+        gpus_per_node=accelerator.accelerator_count if accelerator is not None else 0,
+        mig_setting=(accelerator.gpu_partition_size or None) if accelerator is not None else None,
+        sharing=sharing,
+        spot=config.spot,
+        disk_size_gb=config.disk_size_gb or None,
+        scaling=scaling,
+        labels=tuple((k, v) for k, v in config.labels.items() if not k.startswith(GKE_LABEL_PREFIX)),
+        taints=tuple(
+            Taint(t.key, t.value, TAINT_EFFECTS_BY_CONSTANT[t.effect.name])
+            for t in config.taints  # type: ignore[arg-type]
+        ),
+        owned=config.resource_labels.get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
+    )
+
+
+@contextlib.contextmanager
+def _sdk_errors() -> Iterator[None]:
+    from google.api_core import exceptions
+    from google.auth import exceptions as auth_exceptions
+
+    try:
+        yield
+    except auth_exceptions.GoogleAuthError as exc:
+        raise AuthenticationFailed(f"Google Cloud credentials: {exc}") from None
+    except exceptions.GoogleAPICallError as exc:
+        raise _driver_error(exc) from None
+
+
+def _driver_error(exc: Any) -> DriverError:
+    """google.api_core maps HTTP codes to exceptions; the body's status tells FAILED_PRECONDITION apart."""
+    status_code = getattr(exc, "code", None)
+    response = getattr(exc, "response", None)
+    status = ""
+    retry_after = None
+    if response is not None:
+        with contextlib.suppress(ValueError):
+            status = response.json().get("error", {}).get("status", "")
+        retry_after = _seconds(response.headers.get("Retry-After"))
+    message = exc.message or str(exc)
+    if status == "FAILED_PRECONDITION" and "operation" in message.lower():
+        return Busy(message)
+    if status_code == 404:
+        return NotFound(message)
+    if status_code == 429:
+        return Throttled(message, retry_after)
+    if status_code in (401, 403):
+        return AuthenticationFailed(message)
+    if status_code is not None and status_code >= 500:
+        return Unavailable(message)
+    return InvalidRequest(message)
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

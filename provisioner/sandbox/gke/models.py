@@ -1,0 +1,258 @@
+"""The GKE emulator's state and rules: node pools per cluster and their operations.
+
+Values use the API's enum names (NO_SCHEDULE, TIME_SHARING); `responses` turns them into the
+REST wire format. What it rejects, it rejects as GKE does (FACTS.md, hardware/clouds.yaml).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from provisioner import hardware
+from provisioner.sandbox.engine import Engine, Operation, UnknownCluster
+from provisioner.sandbox.wire import ApiError
+
+TAINT_EFFECTS = ("NO_SCHEDULE", "PREFER_NO_SCHEDULE", "NO_EXECUTE")
+SHARING_STRATEGIES = ("TIME_SHARING", "MPS")
+MAX_SHARED_CLIENTS = (2, 48)
+# Node-pool fields UpdateNodePool changes; anything else on a pool is fixed at creation.
+UPDATABLE = ("labels", "taints", "resource_labels", "disk_size_gb")
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    type: str
+    count: int
+    partition_size: str = ""
+    sharing_strategy: str = ""  # "" (none), TIME_SHARING or MPS
+    max_shared_clients: int = 0
+    driver_version: str = ""  # "" (none), INSTALLATION_DISABLED, DEFAULT, LATEST
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    enabled: bool = False
+    min_nodes: int = 0
+    max_nodes: int = 0
+
+
+@dataclass(frozen=True)
+class NodePool:
+    name: str
+    machine_type: str
+    node_count: int = 0  # initialNodeCount; setSize changes it
+    disk_size_gb: int = 0  # 0: GKE's default, filled in at creation
+    spot: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    resource_labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect)
+    accelerators: tuple[Accelerator, ...] = ()
+    autoscaling: Autoscaling = Autoscaling()
+    status: str = "PROVISIONING"
+
+
+DEFAULT_DISK_SIZE_GB = 100
+
+
+def cluster_key(project: str, location: str, cluster: str) -> str:
+    return f"projects/{project}/locations/{location}/clusters/{cluster}"
+
+
+class GkeBackend:
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._rules = hardware.load().clouds["gke"]
+
+    def add_cluster(self, project: str, location: str, cluster: str) -> str:
+        key = cluster_key(project, location, cluster)
+        self.engine.add_cluster(key)
+        return key
+
+    def seed_system_pool(self, key: str) -> None:
+        """A pool the tool did not create, as every real cluster has."""
+        pool = NodePool("default-pool", "e2-standard-4", node_count=3, disk_size_gb=100, status="RUNNING")
+        self._pools(key)[pool.name] = pool
+
+    def clusters(self, project: str, location: str) -> list[str]:
+        prefix = f"projects/{project}/locations/"
+        return [
+            key
+            for key in self.engine.clusters()
+            if key.startswith(prefix) and (location == "-" or key.startswith(f"{prefix}{location}/"))
+        ]
+
+    # Reads
+
+    def list_pools(self, key: str) -> list[NodePool]:
+        with self.engine.lock:
+            return list(self._pools(key).values())
+
+    def get_pool(self, key: str, name: str) -> NodePool:
+        with self.engine.lock:
+            return self._pool(key, name)
+
+    def get_operation(self, location_path: str, operation_id: str) -> Operation:
+        operation = self.engine.operation(operation_id)
+        if operation is None or not operation.cluster.startswith(location_path + "/"):
+            raise ApiError(404, "NOT_FOUND", f"Not found: {location_path}/operations/{operation_id}.")
+        return operation
+
+    # Operations
+
+    def create_pool(self, key: str, pool: NodePool) -> Operation:
+        with self.engine.lock:
+            pools = self._pools(key)
+            self._check_new_pool(pool)
+            if pool.name in pools:
+                raise ApiError(409, "ALREADY_EXISTS", f"Already exists: {key}/nodePools/{pool.name}.")
+            self._ensure_idle(key)
+            pools[pool.name] = replace(
+                pool, disk_size_gb=pool.disk_size_gb or DEFAULT_DISK_SIZE_GB, status="PROVISIONING"
+            )
+            return self.engine.begin(
+                key, "create", pool.name, lambda: self._set_status(pools, pool.name, "RUNNING")
+            )
+
+    def update_pool(self, key: str, name: str, changes: dict[str, Any]) -> Operation:
+        """UpdateNodePool: `changes` holds the given UPDATABLE fields; others are refused."""
+        with self.engine.lock:
+            current = self._pool(key, name)
+            fixed = sorted(set(changes) - set(UPDATABLE))
+            if fixed:
+                raise ApiError(
+                    400, "INVALID_ARGUMENT", f"Node pool field(s) {', '.join(fixed)} cannot be updated."
+                )
+            updated = replace(current, **changes)
+            self._check_taints(updated.taints)
+            return self._change(key, name, "update", updated)
+
+    def set_autoscaling(self, key: str, name: str, autoscaling: Autoscaling) -> Operation:
+        with self.engine.lock:
+            self._check_autoscaling(autoscaling)
+            return self._change(key, name, "update", replace(self._pool(key, name), autoscaling=autoscaling))
+
+    def set_size(self, key: str, name: str, node_count: int) -> Operation:
+        with self.engine.lock:
+            if node_count < 0:
+                raise ApiError(400, "INVALID_ARGUMENT", "nodeCount must be >= 0.")
+            return self._change(key, name, "update", replace(self._pool(key, name), node_count=node_count))
+
+    def delete_pool(self, key: str, name: str) -> Operation:
+        with self.engine.lock:
+            pools = self._pools(key)
+            self._pool(key, name)
+            self._ensure_idle(key)
+            pools[name] = replace(pools[name], status="STOPPING")
+            return self.engine.begin(key, "delete", name, lambda: pools.pop(name, None))
+
+    # Rules
+
+    def _check_new_pool(self, pool: NodePool) -> None:
+        if not self._rules.pool_name_pattern.match(pool.name):
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"Invalid node pool name {pool.name!r}: {self._rules.pool_name_rule}.",
+            )
+        if pool.node_count < 0:
+            raise ApiError(400, "INVALID_ARGUMENT", "initialNodeCount must be >= 0.")
+        self._check_taints(pool.taints)
+        self._check_autoscaling(pool.autoscaling)
+        if len(pool.accelerators) > 1:
+            raise ApiError(400, "INVALID_ARGUMENT", "At most one accelerator config is supported.")
+        for accelerator in pool.accelerators:
+            self._check_accelerator(pool.machine_type, accelerator)
+
+    def _check_accelerator(self, machine_type: str, accelerator: Accelerator) -> None:
+        machine = hardware.load().instance_type("gke", machine_type)
+        if machine is None:
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"Accelerator {accelerator.type} cannot be attached to {machine_type}.",
+            )
+        if accelerator.type != machine.accelerator:
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"Machine type {machine_type} takes {machine.accelerator}, not {accelerator.type}.",
+            )
+        counts = (machine.gpus,) if machine.gpus is not None else machine.gpu_choices
+        if accelerator.count not in counts:
+            allowed = ", ".join(str(c) for c in counts)
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"Machine type {machine_type} takes {allowed} {accelerator.type}, not {accelerator.count}.",
+            )
+        if accelerator.partition_size:
+            sizes = [p.name for p in self._rules.mig_profiles(machine.gpu)]
+            if accelerator.partition_size not in sizes:
+                raise ApiError(
+                    400,
+                    "INVALID_ARGUMENT",
+                    f"GPU partition size {accelerator.partition_size} is not supported for "
+                    f"{accelerator.type}; supported: {', '.join(sizes) or 'none'}.",
+                )
+        if accelerator.sharing_strategy:
+            if accelerator.sharing_strategy not in SHARING_STRATEGIES:
+                raise ApiError(
+                    400, "INVALID_ARGUMENT", f"Unknown gpuSharingStrategy {accelerator.sharing_strategy}."
+                )
+            low, high = MAX_SHARED_CLIENTS
+            if not low <= accelerator.max_shared_clients <= high:
+                raise ApiError(
+                    400, "INVALID_ARGUMENT", f"maxSharedClientsPerGpu must be between {low} and {high}."
+                )
+
+    @staticmethod
+    def _check_taints(taints: tuple[tuple[str, str, str], ...]) -> None:
+        seen = set()
+        for key, _, effect in taints:
+            if effect not in TAINT_EFFECTS:
+                raise ApiError(400, "INVALID_ARGUMENT", f"Invalid taint effect {effect!r} for key {key}.")
+            if (key, effect) in seen:
+                raise ApiError(
+                    400, "INVALID_ARGUMENT", f"Found more than one taint with key {key} and effect {effect}."
+                )
+            seen.add((key, effect))
+
+    @staticmethod
+    def _check_autoscaling(autoscaling: Autoscaling) -> None:
+        if autoscaling.enabled and not 0 <= autoscaling.min_nodes <= autoscaling.max_nodes:
+            raise ApiError(400, "INVALID_ARGUMENT", "Autoscaling needs 0 <= minNodeCount <= maxNodeCount.")
+
+    # State
+
+    def _pools(self, key: str) -> dict[str, NodePool]:
+        try:
+            return self.engine.cluster(key).pools  # type: ignore[return-value]
+        except UnknownCluster:
+            raise ApiError(404, "NOT_FOUND", f"Not found: {key}.") from None
+
+    def _pool(self, key: str, name: str) -> NodePool:
+        try:
+            return copy.copy(self._pools(key)[name])
+        except KeyError:
+            raise ApiError(404, "NOT_FOUND", f"Not found: {key}/nodePools/{name}.") from None
+
+    def _change(self, key: str, name: str, kind: str, updated: NodePool) -> Operation:
+        pools = self._pools(key)
+        self._ensure_idle(key)
+        pools[name] = replace(pools[name], status="RECONCILING")
+        return self.engine.begin(
+            key, kind, name, lambda: pools.__setitem__(name, replace(updated, status="RUNNING"))
+        )
+
+    @staticmethod
+    def _set_status(pools: dict[str, NodePool], name: str, status: str) -> None:
+        pools[name] = replace(pools[name], status=status)
+
+    def _ensure_idle(self, key: str) -> None:
+        running = self.engine.cluster(key).running
+        if running is not None:
+            raise ApiError(
+                400, "FAILED_PRECONDITION", f"Cluster is running incompatible operation {running.id}."
+            )

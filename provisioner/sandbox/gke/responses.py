@@ -1,0 +1,286 @@
+"""The GKE emulator's wire glue: the v1 REST API as google-cloud-container's REST transport speaks it.
+
+Proto3 JSON: camelCase names, enums as integers (the transport asks for `enum-encoding=int`),
+int64 as strings, fields at their default value left out. Errors are Google's
+`{"error": {"code", "message", "status"}}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from provisioner.sandbox.engine import Operation
+from provisioner.sandbox.gke.models import Accelerator, Autoscaling, GkeBackend, NodePool, cluster_key
+from provisioner.sandbox.wire import ApiError, EmulatorApp, json_response, request_json
+
+# Enum numbers from google/container/v1/cluster_service.proto.
+TAINT_EFFECT = {"NO_SCHEDULE": 1, "PREFER_NO_SCHEDULE": 2, "NO_EXECUTE": 3}
+SHARING_STRATEGY = {"TIME_SHARING": 1, "MPS": 2}
+DRIVER_VERSION = {"INSTALLATION_DISABLED": 1, "DEFAULT": 2, "LATEST": 3}
+POOL_STATUS = {"PROVISIONING": 1, "RUNNING": 2, "RECONCILING": 4, "STOPPING": 5, "ERROR": 6}
+OPERATION_TYPE = {"create": 7, "delete": 8, "update": 4}  # CREATE_NODE_POOL, DELETE_NODE_POOL, UPGRADE_NODES
+OPERATION_STATUS = {"RUNNING": 2, "DONE": 3}
+HTTP_STATUS = {
+    "INVALID_ARGUMENT": 400,
+    "FAILED_PRECONDITION": 400,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "RESOURCE_EXHAUSTED": 429,
+    "UNAVAILABLE": 503,
+}
+
+_CLUSTER = "/v1/projects/<project>/locations/<location>/clusters/<cluster>"
+ROUTES = Map(
+    [
+        Rule(
+            "/v1/projects/<project>/locations/<location>/clusters", methods=["GET"], endpoint="list_clusters"
+        ),
+        Rule(f"{_CLUSTER}/nodePools", methods=["GET"], endpoint="list_pools"),
+        Rule(f"{_CLUSTER}/nodePools", methods=["POST"], endpoint="create_pool"),
+        Rule(f"{_CLUSTER}/nodePools/<pool>:setAutoscaling", methods=["POST"], endpoint="set_autoscaling"),
+        Rule(f"{_CLUSTER}/nodePools/<pool>:setSize", methods=["POST"], endpoint="set_size"),
+        Rule(f"{_CLUSTER}/nodePools/<pool>", methods=["GET"], endpoint="get_pool"),
+        Rule(f"{_CLUSTER}/nodePools/<pool>", methods=["PUT"], endpoint="update_pool"),
+        Rule(f"{_CLUSTER}/nodePools/<pool>", methods=["DELETE"], endpoint="delete_pool"),
+        Rule("/v1/projects/<project>/locations/<location>/operations/<operation>", endpoint="get_operation"),
+    ],
+    strict_slashes=False,
+)
+
+
+def app(backend: GkeBackend, latency: float = 0.0) -> EmulatorApp:
+    handlers = GkeHandlers(backend)
+    return EmulatorApp(
+        backend.engine,
+        routes=ROUTES,
+        handlers={rule.endpoint: getattr(handlers, rule.endpoint) for rule in ROUTES.iter_rules()},
+        render_error=render_error,
+        faults={
+            429: ApiError(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Requests'."),
+            503: ApiError(503, "UNAVAILABLE", "The service is currently unavailable."),
+        },
+        latency=latency,
+    )
+
+
+def render_error(error: ApiError) -> Response:
+    status = HTTP_STATUS.get(error.code, error.status)
+    headers = {"Retry-After": f"{error.retry_after:g}"} if error.retry_after is not None else None
+    body = {"error": {"code": status, "message": error.message, "status": error.code}}
+    return json_response(body, status, headers)
+
+
+class GkeHandlers:
+    def __init__(self, backend: GkeBackend):
+        self.backend = backend
+
+    def list_clusters(self, request: Request, project: str, location: str) -> Response:
+        clusters = []
+        for key in self.backend.clusters(project, location):
+            _, _, _, cluster_location, _, name = key.split("/")
+            clusters.append({"name": name, "location": cluster_location, "status": 2, "selfLink": _link(key)})
+        return json_response({"clusters": clusters} if clusters else {})
+
+    def list_pools(self, request: Request, project: str, location: str, cluster: str) -> Response:
+        key = cluster_key(project, location, cluster)
+        pools = [encode_pool(key, p) for p in self.backend.list_pools(key)]
+        return json_response({"nodePools": pools} if pools else {})
+
+    def get_pool(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
+        key = cluster_key(project, location, cluster)
+        return json_response(encode_pool(key, self.backend.get_pool(key, pool)))
+
+    def create_pool(self, request: Request, project: str, location: str, cluster: str) -> Response:
+        body = request_json(request)
+        if "nodePool" not in body:
+            raise ApiError(400, "INVALID_ARGUMENT", "nodePool is required.")
+        key = cluster_key(project, location, cluster)
+        return self._operation(self.backend.create_pool(key, decode_pool(body["nodePool"])))
+
+    def update_pool(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
+        key = cluster_key(project, location, cluster)
+        return self._operation(self.backend.update_pool(key, pool, decode_update(request_json(request))))
+
+    def set_autoscaling(
+        self, request: Request, project: str, location: str, cluster: str, pool: str
+    ) -> Response:
+        key = cluster_key(project, location, cluster)
+        autoscaling = decode_autoscaling(request_json(request).get("autoscaling", {}))
+        return self._operation(self.backend.set_autoscaling(key, pool, autoscaling))
+
+    def set_size(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
+        key = cluster_key(project, location, cluster)
+        node_count = _int(request_json(request).get("nodeCount", 0), "nodeCount")
+        return self._operation(self.backend.set_size(key, pool, node_count))
+
+    def delete_pool(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
+        return self._operation(self.backend.delete_pool(cluster_key(project, location, cluster), pool))
+
+    def get_operation(self, request: Request, project: str, location: str, operation: str) -> Response:
+        location_path = f"projects/{project}/locations/{location}"
+        return self._operation(self.backend.get_operation(location_path, operation))
+
+    @staticmethod
+    def _operation(operation: Operation) -> Response:
+        return json_response(encode_operation(operation))
+
+
+def _link(path: str) -> str:
+    return f"https://container.googleapis.com/v1/{path}"
+
+
+def encode_operation(operation: Operation) -> dict[str, Any]:
+    location = operation.cluster.split("/")[3]
+    return {
+        "name": operation.id,
+        "zone": location,
+        "location": location,
+        "operationType": OPERATION_TYPE[operation.kind],
+        "status": OPERATION_STATUS["DONE" if operation.done else "RUNNING"],
+        "selfLink": _link(f"{'/'.join(operation.cluster.split('/')[:4])}/operations/{operation.id}"),
+        "targetLink": _link(f"{operation.cluster}/nodePools/{operation.pool}"),
+    }
+
+
+def _omit_defaults(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v not in (None, "", 0, False, {}, [])}
+
+
+def encode_pool(key: str, pool: NodePool) -> dict[str, Any]:
+    accelerators = [
+        _omit_defaults(
+            {
+                "acceleratorCount": str(a.count),  # int64
+                "acceleratorType": a.type,
+                "gpuPartitionSize": a.partition_size,
+                "gpuSharingConfig": _omit_defaults(
+                    {
+                        "maxSharedClientsPerGpu": str(a.max_shared_clients) if a.max_shared_clients else None,
+                        "gpuSharingStrategy": SHARING_STRATEGY.get(a.sharing_strategy),
+                    }
+                ),
+                "gpuDriverInstallationConfig": _omit_defaults(
+                    {"gpuDriverVersion": DRIVER_VERSION.get(a.driver_version)}
+                ),
+            }
+        )
+        for a in pool.accelerators
+    ]
+    config = _omit_defaults(
+        {
+            "machineType": pool.machine_type,
+            "diskSizeGb": pool.disk_size_gb,
+            "labels": pool.labels,
+            "resourceLabels": pool.resource_labels,
+            "accelerators": accelerators,
+            "taints": [
+                _omit_defaults({"key": k, "value": v, "effect": TAINT_EFFECT[e]}) for k, v, e in pool.taints
+            ],
+            "spot": pool.spot,
+        }
+    )
+    autoscaling = _omit_defaults(
+        {
+            "enabled": pool.autoscaling.enabled,
+            "minNodeCount": pool.autoscaling.min_nodes,
+            "maxNodeCount": pool.autoscaling.max_nodes,
+        }
+    )
+    return _omit_defaults(
+        {
+            "name": pool.name,
+            "config": config,
+            "initialNodeCount": pool.node_count,
+            "autoscaling": autoscaling,
+            "status": POOL_STATUS[pool.status],
+            "selfLink": _link(f"{key}/nodePools/{pool.name}"),
+        }
+    )
+
+
+# Requests: proto3 JSON parsers take enums by number or by name, and int64 as string or number.
+
+
+def _enum(value: Any, names: dict[str, int], field: str) -> str:
+    by_number = {number: name for name, number in names.items()}
+    if value in names:
+        return value
+    if value in by_number:
+        return by_number[value]
+    if value in (0, None, ""):
+        return ""
+    raise ApiError(400, "INVALID_ARGUMENT", f"Invalid value for {field}: {value!r}.")
+
+
+def _int(value: Any, field: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ApiError(400, "INVALID_ARGUMENT", f"Invalid value for {field}: {value!r}.") from None
+
+
+def _taints(raw: list[dict[str, Any]]) -> tuple[tuple[str, str, str], ...]:
+    return tuple(
+        (t.get("key", ""), t.get("value", ""), _enum(t.get("effect"), TAINT_EFFECT, "taints.effect"))
+        for t in raw
+    )
+
+
+def decode_autoscaling(raw: dict[str, Any]) -> Autoscaling:
+    return Autoscaling(
+        enabled=bool(raw.get("enabled", False)),
+        min_nodes=_int(raw.get("minNodeCount", 0), "minNodeCount"),
+        max_nodes=_int(raw.get("maxNodeCount", 0), "maxNodeCount"),
+    )
+
+
+def decode_pool(raw: dict[str, Any]) -> NodePool:
+    config = raw.get("config", {})
+    accelerators = []
+    for a in config.get("accelerators", []):
+        sharing = a.get("gpuSharingConfig", {})
+        driver = a.get("gpuDriverInstallationConfig", {})
+        accelerators.append(
+            Accelerator(
+                type=a.get("acceleratorType", ""),
+                count=_int(a.get("acceleratorCount", 0), "acceleratorCount"),
+                partition_size=a.get("gpuPartitionSize", ""),
+                sharing_strategy=_enum(
+                    sharing.get("gpuSharingStrategy"), SHARING_STRATEGY, "gpuSharingStrategy"
+                ),
+                max_shared_clients=_int(sharing.get("maxSharedClientsPerGpu", 0), "maxSharedClientsPerGpu"),
+                driver_version=_enum(driver.get("gpuDriverVersion"), DRIVER_VERSION, "gpuDriverVersion"),
+            )
+        )
+    return NodePool(
+        name=raw.get("name", ""),
+        machine_type=config.get("machineType", "e2-medium"),
+        node_count=_int(raw.get("initialNodeCount", 0), "initialNodeCount"),
+        disk_size_gb=_int(config.get("diskSizeGb", 0), "diskSizeGb"),
+        spot=bool(config.get("spot", False)),
+        labels=dict(config.get("labels", {})),
+        resource_labels=dict(config.get("resourceLabels", {})),
+        taints=_taints(config.get("taints", [])),
+        accelerators=tuple(accelerators),
+        autoscaling=decode_autoscaling(raw.get("autoscaling", {})),
+    )
+
+
+# UpdateNodePoolRequest fields (camelCase) -> NodePool fields; wrapper messages hold the value.
+def decode_update(raw: dict[str, Any]) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    if "labels" in raw:
+        changes["labels"] = dict(raw["labels"].get("labels", {}))
+    if "resourceLabels" in raw:
+        changes["resource_labels"] = dict(raw["resourceLabels"].get("labels", {}))
+    if "taints" in raw:
+        changes["taints"] = _taints(raw["taints"].get("taints", []))
+    if "diskSizeGb" in raw:
+        changes["disk_size_gb"] = _int(raw["diskSizeGb"], "diskSizeGb")
+    for fixed in ("machineType", "accelerators", "spot", "diskType"):
+        if fixed in raw:
+            changes[fixed] = raw[fixed]
+    return changes
