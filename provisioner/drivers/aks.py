@@ -1,0 +1,261 @@
+"""AKS agent pools through azure-mgmt-containerservice; credentials from DefaultAzureCredential."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from provisioner import hardware
+from provisioner.drivers import (
+    OPERATION_TIMEOUT,
+    AuthenticationFailed,
+    Busy,
+    DriverError,
+    InvalidRequest,
+    NotFound,
+    NotOwned,
+    OperationFailed,
+    OperationTimeout,
+    Throttled,
+    Unavailable,
+    poll_intervals,
+)
+from provisioner.fleet import AksCluster
+from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, Scaling, Taint
+
+_TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>\w+)$")
+_TRANSIENT_STATUS = (429, 500, 502, 503, 504)
+
+
+class AksDriver:
+    def __init__(self, endpoint: str | None = None, operation_timeout: float = OPERATION_TIMEOUT):
+        self._endpoint = endpoint  # a sandbox's ARM base URL; None: management.azure.com
+        self._operation_timeout = operation_timeout
+        self._clients: dict[str, Any] = {}
+        # The sandbox speaks plain HTTP on loopback; azure-core refuses bearer tokens over it unless told.
+        self._options: dict[str, Any] = {"enforce_https": False} if endpoint else {}
+
+    # Driver protocol
+
+    def list_pools(self, cluster: AksCluster) -> list[PoolState]:
+        with _sdk_errors():
+            pages = self._pools(cluster).list(cluster.resource_group, cluster.cluster, **self._options)
+            return [_observed(pool) for pool in pages]
+
+    def create_pool(self, cluster: AksCluster, desired: PoolState) -> PoolState:
+        self._put(cluster, desired.name, _properties(desired), f"creating agent pool {desired.name}")
+        return self._read(cluster, desired.name)
+
+    def update_pool(self, cluster: AksCluster, desired: PoolState) -> PoolState:
+        with _sdk_errors():
+            current = self._pools(cluster).get(
+                cluster.resource_group, cluster.cluster, desired.name, **self._options
+            )
+        if not _observed(current).owned:
+            raise NotOwned(f"agent pool {desired.name} was not created by provisioner; not updating it")
+        # ARM's PUT replaces the whole pool: keep what is set, change only the in-place fields.
+        properties = current.properties.as_dict()
+        properties.pop("provisioningState", None)
+        properties.update(
+            {key: value for key, value in _properties(desired).items() if key in _IN_PLACE_PROPERTIES}
+        )
+        if not desired.scaling.autoscaling:
+            properties.pop("minCount", None)
+            properties.pop("maxCount", None)
+        self._put(cluster, desired.name, properties, f"updating agent pool {desired.name}")
+        return self._read(cluster, desired.name)
+
+    def delete_pool(self, cluster: AksCluster, name: str) -> None:
+        if not self._read(cluster, name).owned:
+            raise NotOwned(f"agent pool {name} was not created by provisioner; not deleting it")
+        with _sdk_errors():
+            poller = self._pools(cluster).begin_delete(
+                cluster.resource_group, cluster.cluster, name, polling=self._polling(), **self._options
+            )
+        self._finish(poller, f"deleting agent pool {name}")
+
+    # The SDK
+
+    def _pools(self, cluster: AksCluster) -> Any:
+        """The agent_pools operations of a client for the cluster's subscription (one client each)."""
+        subscription = cluster.subscription
+        if subscription not in self._clients:
+            from azure.mgmt.containerservice import ContainerServiceClient
+
+            options: dict[str, Any] = {"retry_total": 0}  # callers retry with backoff; never twice over
+            if self._endpoint is None:
+                from azure.identity import DefaultAzureCredential
+
+                credential: Any = DefaultAzureCredential()
+            else:
+                credential = _SandboxCredential()
+                options["base_url"] = self._endpoint
+            self._clients[subscription] = ContainerServiceClient(credential, subscription, **options)
+        return self._clients[subscription].agent_pools
+
+    def _read(self, cluster: AksCluster, name: str) -> PoolState:
+        with _sdk_errors():
+            return _observed(
+                self._pools(cluster).get(cluster.resource_group, cluster.cluster, name, **self._options)
+            )
+
+    def _put(self, cluster: AksCluster, name: str, properties: dict[str, Any], what: str) -> None:
+        from azure.mgmt.containerservice import models
+
+        body = models.AgentPool(properties=models.ManagedClusterAgentPoolProfileProperties(properties))
+        with _sdk_errors():
+            poller = self._pools(cluster).begin_create_or_update(
+                cluster.resource_group, cluster.cluster, name, body, polling=self._polling(), **self._options
+            )
+        self._finish(poller, what)
+
+    def _polling(self) -> Any:
+        return _adaptive_polling(self._options)
+
+    def _finish(self, poller: Any, what: str) -> None:
+        with _sdk_errors(what):
+            poller.result(timeout=self._operation_timeout)
+        if not poller.done():
+            raise OperationTimeout(f"{what} did not finish within {self._operation_timeout:g} s")
+
+
+# nodeLabels, nodeTaints and the scaling settings change in place (FACTS.md).
+_IN_PLACE_PROPERTIES = ("nodeLabels", "nodeTaints", "enableAutoScaling", "minCount", "maxCount", "count")
+
+
+def _properties(desired: PoolState) -> dict[str, Any]:
+    scaling = desired.scaling
+    properties: dict[str, Any] = {
+        "vmSize": desired.instance_type,
+        "osType": "Linux",
+        "mode": "User",
+        "count": scaling.min,
+        "enableAutoScaling": scaling.autoscaling,
+        "nodeLabels": desired.label_map,
+        "nodeTaints": [str(t) for t in desired.taints],
+        "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE},
+    }
+    if scaling.autoscaling:
+        properties.update(minCount=scaling.min, maxCount=scaling.max)
+    if desired.mig_setting:
+        properties["gpuInstanceProfile"] = desired.mig_setting
+    if desired.spot:
+        properties.update(scaleSetPriority="Spot", scaleSetEvictionPolicy="Delete", spotMaxPrice=-1)
+    if desired.disk_size_gb is not None:
+        properties["osDiskSizeGB"] = desired.disk_size_gb
+    return properties
+
+
+def _observed(pool: Any) -> PoolState:
+    machine = hardware.load().instance_type("aks", pool.vm_size or "")
+    scaling = (
+        Scaling(pool.min_count or 0, pool.max_count or 0, autoscaling=True)
+        if pool.enable_auto_scaling
+        else Scaling.fixed(pool.count or 0)
+    )
+    return PoolState(
+        name=pool.name,
+        instance_type=pool.vm_size or "",
+        gpus_per_node=(machine.gpus or 0)
+        if machine is not None
+        else 0,  # AKS reports no count: the VM size has it
+        mig_setting=_text(pool.gpu_instance_profile),
+        sharing=None,  # the device plugin shares GPUs on AKS, from a node label
+        spot=_text(pool.scale_set_priority) == "Spot",
+        disk_size_gb=pool.os_disk_size_gb,
+        scaling=scaling,
+        labels=tuple((pool.node_labels or {}).items()),
+        taints=tuple(_taint(t) for t in pool.node_taints or []),
+        owned=(pool.tags or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
+    )
+
+
+def _text(value: Any) -> str | None:
+    """The SDK gives known enum values as str enums and unknown ones as str: compare plain text."""
+    return None if value is None else str(getattr(value, "value", value))
+
+
+def _taint(text: str) -> Taint:
+    match = _TAINT.match(text)
+    if match is None:
+        return Taint(text, "", "NoSchedule")  # AKS accepts no other form; keep it visible as drift
+    return Taint(match["key"], match["value"] or "", match["effect"])  # type: ignore[arg-type]
+
+
+class _SandboxCredential:
+    """A fixed token for the local emulator, which checks only that one is sent."""
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        from azure.core.credentials import AccessToken
+
+        return AccessToken("sandbox", int(time.time()) + 3600)
+
+
+def _adaptive_polling(options: dict[str, Any]) -> Any:
+    """ARM polling of Azure-AsyncOperation at the driver's adaptive intervals, not the SDK's fixed
+    30 s; a throttled or failed status poll is retried after its Retry-After, not fatal."""
+    from azure.core.exceptions import HttpResponseError
+    from azure.mgmt.core.polling.arm_polling import ARMPolling
+
+    class AdaptivePolling(ARMPolling):
+        def __init__(self) -> None:
+            super().__init__(timeout=0, **options)
+            self._intervals = poll_intervals()
+            self._retry_after = 0.0
+
+        def _extract_delay(self) -> float:
+            delay, self._retry_after = max(next(self._intervals), self._retry_after), 0.0
+            return delay
+
+        def update_status(self) -> None:
+            try:
+                super().update_status()
+            except HttpResponseError as exc:
+                if exc.status_code not in _TRANSIENT_STATUS:
+                    raise
+                self._retry_after = _retry_after(exc) or 0.0
+
+    return AdaptivePolling()
+
+
+@contextlib.contextmanager
+def _sdk_errors(what: str = "") -> Iterator[None]:
+    from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
+
+    try:
+        yield
+    except ClientAuthenticationError as exc:
+        raise AuthenticationFailed(f"Azure credentials: {exc.message}") from None
+    except HttpResponseError as exc:
+        raise _driver_error(exc, what) from None
+
+
+def _retry_after(exc: Any) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("Retry-After") if response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _driver_error(exc: Any, what: str) -> DriverError:
+    code = exc.error.code if exc.error is not None else ""
+    message = f"{code}: {exc.error.message}" if exc.error is not None else exc.message
+    status = exc.status_code
+    if status is None or (what and status in (200, 201, 202)):  # the operation itself failed
+        return OperationFailed(f"{what}: {message}")
+    if status == 409 and code == "OperationNotAllowed":
+        return Busy(message)
+    if status == 404:
+        return NotFound(message)
+    if status == 429:
+        return Throttled(message, _retry_after(exc))
+    if status in (401, 403):
+        return AuthenticationFailed(message)
+    if status >= 500:
+        return Unavailable(message)
+    return InvalidRequest(message)
