@@ -33,11 +33,19 @@ OWNER_TAG_VALUE = "provisioner"
 
 @dataclass(frozen=True)
 class Scaling:
-    """Autoscaling bounds, or a fixed size (min == max, autoscaling off)."""
+    """Autoscaling bounds, or a fixed size (min == max, autoscaling off).
+
+    Bounds with min == max are a fixed size, whatever the flag says: EKS has no autoscaling flag
+    to read back, and an autoscaler that may not move is no autoscaler.
+    """
 
     min: int
     max: int
     autoscaling: bool
+
+    def __post_init__(self) -> None:
+        if self.min == self.max:
+            object.__setattr__(self, "autoscaling", False)
 
     @classmethod
     def fixed(cls, count: int) -> Scaling:

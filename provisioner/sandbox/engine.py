@@ -73,6 +73,9 @@ class Engine:
         """Held by a cloud's models for the whole of a request, so each request is atomic."""
         return self._lock
 
+    def now(self) -> float:
+        return self._clock()
+
     def add_cluster(self, key: str) -> ClusterState:
         with self._lock:
             return self._clusters.setdefault(key, ClusterState(key))

@@ -1,0 +1,252 @@
+"""EKS managed node groups through boto3; credentials from boto3's default session chain."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from provisioner import hardware
+from provisioner.drivers import (
+    OPERATION_TIMEOUT,
+    TAINT_EFFECT_CONSTANTS,
+    TAINT_EFFECTS_BY_CONSTANT,
+    AuthenticationFailed,
+    Busy,
+    DriverError,
+    InvalidRequest,
+    NotFound,
+    NotOwned,
+    OperationFailed,
+    Throttled,
+    Unavailable,
+    wait_until,
+)
+from provisioner.fleet import EksCluster
+from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, Scaling, Taint
+
+# The NVIDIA AL2023 image: driver and container toolkit included; AL2 GPU images end with 1.32 (FACTS.md).
+GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+DESCRIBE_CONCURRENCY = 16  # EKS lists names only; descriptions are fetched side by side
+
+_THROTTLING = {"ThrottlingException", "TooManyRequestsException", "Throttling", "RequestLimitExceeded"}
+_AUTH = {
+    "UnrecognizedClientException",
+    "AccessDeniedException",
+    "InvalidSignatureException",
+    "ExpiredTokenException",
+}
+
+
+class EksDriver:
+    def __init__(self, endpoint: str | None = None, operation_timeout: float = OPERATION_TIMEOUT):
+        self._endpoint = endpoint  # a sandbox's endpoint_url; None: the region's EKS endpoint
+        self._operation_timeout = operation_timeout
+        self._clients: dict[str, Any] = {}
+
+    # Driver protocol
+
+    def list_pools(self, cluster: EksCluster) -> list[PoolState]:
+        client = self._client(cluster)
+        with _sdk_errors():
+            names = [
+                name
+                for page in client.get_paginator("list_nodegroups").paginate(clusterName=cluster.cluster)
+                for name in page["nodegroups"]
+            ]
+        with ThreadPoolExecutor(max_workers=DESCRIBE_CONCURRENCY) as pool:
+            return list(pool.map(lambda name: self._read(cluster, name), names))
+
+    def create_pool(self, cluster: EksCluster, desired: PoolState) -> PoolState:
+        scaling = desired.scaling
+        request: dict[str, Any] = {
+            "clusterName": cluster.cluster,
+            "nodegroupName": desired.name,
+            "nodeRole": cluster.node_role,
+            "subnets": list(cluster.subnets),
+            "instanceTypes": [desired.instance_type],
+            "amiType": GPU_AMI_TYPE,
+            "capacityType": "SPOT" if desired.spot else "ON_DEMAND",
+            "scalingConfig": {
+                "minSize": scaling.min,
+                "maxSize": max(scaling.max, 1),
+                "desiredSize": scaling.min,
+            },
+            "labels": desired.label_map,
+            "taints": [_taint(t) for t in desired.taints],
+            "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE},
+        }
+        if desired.disk_size_gb is not None:
+            request["diskSize"] = desired.disk_size_gb
+        with _sdk_errors():
+            self._client(cluster).create_nodegroup(**request)
+        self._wait_active(cluster, desired.name, f"creating node group {desired.name}")
+        return self._read(cluster, desired.name)
+
+    def update_pool(self, cluster: EksCluster, desired: PoolState) -> PoolState:
+        described = self._describe(cluster, desired.name)
+        current = _observed(described)
+        if not current.owned:
+            raise NotOwned(f"node group {desired.name} was not created by provisioner; not updating it")
+        changes: dict[str, Any] = {}
+        if current.labels != desired.labels:
+            removed = sorted(set(current.label_map) - set(desired.label_map))
+            changes["labels"] = {"addOrUpdateLabels": desired.label_map, "removeLabels": removed}
+        if current.taints != desired.taints:
+            wanted = {(t.key, t.effect) for t in desired.taints}
+            removed_taints = [_taint(t) for t in current.taints if (t.key, t.effect) not in wanted]
+            changes["taints"] = {
+                "addOrUpdateTaints": [_taint(t) for t in desired.taints],
+                "removeTaints": removed_taints,
+            }
+        if current.scaling != desired.scaling:
+            scaling = desired.scaling
+            size = described["scalingConfig"].get("desiredSize", scaling.min)
+            changes["scalingConfig"] = {
+                "minSize": scaling.min,
+                "maxSize": max(scaling.max, 1),
+                "desiredSize": min(max(size, scaling.min), max(scaling.max, 1)),
+            }
+        if changes:
+            client = self._client(cluster)
+            with _sdk_errors():
+                update = client.update_nodegroup_config(
+                    clusterName=cluster.cluster, nodegroupName=desired.name, **changes
+                )["update"]
+            self._wait_update(cluster, desired.name, update, f"updating node group {desired.name}")
+        return self._read(cluster, desired.name)
+
+    def delete_pool(self, cluster: EksCluster, name: str) -> None:
+        if not self._read(cluster, name).owned:
+            raise NotOwned(f"node group {name} was not created by provisioner; not deleting it")
+        client = self._client(cluster)
+        with _sdk_errors():
+            client.delete_nodegroup(clusterName=cluster.cluster, nodegroupName=name)
+
+        def gone() -> bool | None:
+            try:
+                self._describe(cluster, name)
+            except NotFound:
+                return True
+            return None
+
+        wait_until(gone, self._operation_timeout, f"deleting node group {name}")
+
+    # The SDK
+
+    def _client(self, cluster: EksCluster) -> Any:
+        if cluster.region not in self._clients:
+            import boto3
+            from botocore.config import Config
+
+            # Callers retry with backoff and Retry-After; the SDK's own retries would multiply them.
+            config = Config(retries={"mode": "standard", "max_attempts": 1})
+            if self._endpoint is None:
+                session = boto3.session.Session(region_name=cluster.region)
+            else:
+                session = boto3.session.Session(
+                    aws_access_key_id="sandbox", aws_secret_access_key="sandbox", region_name=cluster.region
+                )
+            self._clients[cluster.region] = session.client("eks", endpoint_url=self._endpoint, config=config)
+        return self._clients[cluster.region]
+
+    def _describe(self, cluster: EksCluster, name: str) -> dict[str, Any]:
+        with _sdk_errors():
+            return self._client(cluster).describe_nodegroup(clusterName=cluster.cluster, nodegroupName=name)[
+                "nodegroup"
+            ]
+
+    def _read(self, cluster: EksCluster, name: str) -> PoolState:
+        return _observed(self._describe(cluster, name))
+
+    def _wait_active(self, cluster: EksCluster, name: str, what: str) -> None:
+        def active() -> dict[str, Any] | None:
+            described = self._describe(cluster, name)
+            return described if described["status"] not in ("CREATING", "UPDATING") else None
+
+        described = wait_until(active, self._operation_timeout, what)
+        if described["status"] != "ACTIVE":
+            issues = "; ".join(i.get("message", "") for i in described.get("health", {}).get("issues", []))
+            raise OperationFailed(
+                f"{what}: node group is {described['status']}{': ' + issues if issues else ''}"
+            )
+
+    def _wait_update(self, cluster: EksCluster, name: str, update: dict[str, Any], what: str) -> None:
+        client = self._client(cluster)
+
+        def finished() -> dict[str, Any] | None:
+            if update["status"] != "InProgress":
+                return update
+            with _sdk_errors():
+                current = client.describe_update(
+                    name=cluster.cluster, nodegroupName=name, updateId=update["id"]
+                )
+            return current["update"] if current["update"]["status"] != "InProgress" else None
+
+        done = wait_until(finished, self._operation_timeout, what)
+        if done["status"] != "Successful":
+            errors = "; ".join(e.get("errorMessage", "") for e in done.get("errors", []))
+            raise OperationFailed(f"{what}: update {done['status']}{': ' + errors if errors else ''}")
+
+
+def _taint(taint: Taint) -> dict[str, str]:
+    return {"key": taint.key, "value": taint.value, "effect": TAINT_EFFECT_CONSTANTS[taint.effect]}
+
+
+def _observed(group: dict[str, Any]) -> PoolState:
+    instance_type = (group.get("instanceTypes") or [""])[0]
+    machine = hardware.load().instance_type("eks", instance_type)
+    scaling = group.get("scalingConfig", {})
+    low, high = scaling.get("minSize", 0), scaling.get("maxSize", 0)
+    return PoolState(
+        name=group["nodegroupName"],
+        instance_type=instance_type,
+        gpus_per_node=(machine.gpus or 0) if machine is not None else 0,  # the instance type has the count
+        mig_setting=None,  # the GPU Operator partitions on EKS, from a node label
+        sharing=None,
+        spot=group.get("capacityType") == "SPOT",
+        disk_size_gb=group.get("diskSize"),
+        scaling=Scaling(low, high, autoscaling=True),
+        labels=tuple((group.get("labels") or {}).items()),
+        taints=tuple(
+            Taint(t["key"], t.get("value", ""), TAINT_EFFECTS_BY_CONSTANT.get(t["effect"], t["effect"]))
+            for t in group.get("taints") or []
+        ),
+        owned=(group.get("tags") or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
+    )
+
+
+@contextlib.contextmanager
+def _sdk_errors() -> Iterator[None]:
+    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+
+    try:
+        yield
+    except ClientError as exc:
+        raise _driver_error(exc) from None
+    except NoCredentialsError as exc:
+        raise AuthenticationFailed(f"AWS credentials: {exc}") from None
+    except EndpointConnectionError as exc:
+        raise Unavailable(str(exc)) from None
+    except BotoCoreError as exc:
+        raise DriverError(str(exc)) from None
+
+
+def _driver_error(exc: Any) -> DriverError:
+    error = exc.response.get("Error", {})
+    code = error.get("Code", "")
+    message = f"{code}: {error.get('Message', '')}"
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    if code == "ResourceNotFoundException":
+        return NotFound(message)
+    if code == "ResourceInUseException":
+        return Busy(message)
+    if code in _THROTTLING or status == 429:
+        retry_after = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("retry-after")
+        return Throttled(message, float(retry_after) if retry_after else None)
+    if code in _AUTH or status in (401, 403):
+        return AuthenticationFailed(message)
+    if status >= 500:
+        return Unavailable(message)
+    return InvalidRequest(message)

@@ -1,0 +1,138 @@
+"""What the EKS emulator adds to moto's state: the checks moto lacks, and node groups that take
+time to create, update and delete (moto makes them ACTIVE at once and has no describe_update).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from provisioner import hardware
+from provisioner.sandbox.engine import Engine
+from provisioner.sandbox.wire import ApiError
+
+TAINT_EFFECTS = ("NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE")
+CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
+# The amiType values of the CreateNodegroup API reference.
+AMI_TYPES = (
+    "AL2_x86_64",
+    "AL2_x86_64_GPU",
+    "AL2_ARM_64",
+    "CUSTOM",
+    "BOTTLEROCKET_ARM_64",
+    "BOTTLEROCKET_x86_64",
+    "BOTTLEROCKET_ARM_64_NVIDIA",
+    "BOTTLEROCKET_x86_64_NVIDIA",
+    "WINDOWS_CORE_2019_x86_64",
+    "WINDOWS_FULL_2019_x86_64",
+    "WINDOWS_CORE_2022_x86_64",
+    "WINDOWS_FULL_2022_x86_64",
+    "AL2023_x86_64_STANDARD",
+    "AL2023_ARM_64_STANDARD",
+    "AL2023_x86_64_NEURON",
+    "AL2023_x86_64_NVIDIA",
+    "AL2023_ARM_64_NVIDIA",
+)
+MAX_TAINTS = 50
+
+
+def invalid(message: str) -> ApiError:
+    return ApiError(400, "InvalidParameterException", message)
+
+
+def check_create(body: dict[str, Any]) -> None:
+    rules = hardware.load().clouds["eks"]
+    name = body.get("nodegroupName", "")
+    if not rules.pool_name_pattern.match(name):
+        raise invalid(f"Nodegroup name {name!r} is invalid: {rules.pool_name_rule}.")
+    if body.get("capacityType", "ON_DEMAND") not in CAPACITY_TYPES:
+        raise invalid(f"capacityType must be one of {', '.join(CAPACITY_TYPES)}.")
+    if body.get("amiType", "AL2023_x86_64_STANDARD") not in AMI_TYPES:
+        raise invalid(f"amiType {body.get('amiType')!r} is not supported.")
+    _check_scaling(body.get("scalingConfig") or {})
+    _check_taints(body.get("taints") or [])
+
+
+def check_update(body: dict[str, Any], current: dict[str, Any]) -> None:
+    taints = body.get("taints") or {}
+    _check_taints(taints.get("addOrUpdateTaints") or [])
+    scaling = {**current.get("scalingConfig", {}), **(body.get("scalingConfig") or {})}
+    _check_scaling(scaling)
+
+
+def _check_scaling(scaling: dict[str, int]) -> None:
+    low, high = scaling.get("minSize", 0), scaling.get("maxSize", 1)
+    desired = scaling.get("desiredSize", low)
+    if not 0 <= low <= high:
+        raise invalid(f"Minimum capacity {low} can't be greater than maximum capacity {high}.")
+    if high < 1:
+        raise invalid("Maximum capacity must be at least 1.")
+    if not low <= desired <= high:
+        raise invalid(f"Desired capacity {desired} must be between {low} and {high}.")
+
+
+def _check_taints(taints: list[dict[str, Any]]) -> None:
+    if len(taints) > MAX_TAINTS:
+        raise invalid(f"A node group can have at most {MAX_TAINTS} taints.")
+    for taint in taints:
+        if taint.get("effect") not in TAINT_EFFECTS:
+            raise invalid(
+                f"Taint effect {taint.get('effect')!r} is invalid; allowed: {', '.join(TAINT_EFFECTS)}."
+            )
+
+
+@dataclass
+class Transition:
+    status: str  # CREATING, UPDATING or DELETING while it runs
+    done_at: float
+    update_id: str | None = None
+    ghost: dict[str, Any] | None = None  # a deleted node group's last description, shown while DELETING
+
+
+class Lifecycles:
+    """Node-group transitions that last `op_seconds`, keyed by (cluster, node group)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._running: dict[tuple[str, str], Transition] = {}
+        self._updates: dict[str, tuple[tuple[str, str], float]] = {}
+        self._ids = itertools.count(1)
+
+    def start(self, key: tuple[str, str], status: str, ghost: dict[str, Any] | None = None) -> Transition:
+        with self.engine.lock:
+            transition = Transition(status, self.engine.now() + self.engine.op_seconds, ghost=ghost)
+            if status == "UPDATING":
+                transition.update_id = f"update-{next(self._ids)}"
+                self._updates[transition.update_id] = (key, transition.done_at)
+            self._running[key] = transition
+            return transition
+
+    def current(self, key: tuple[str, str]) -> Transition | None:
+        with self.engine.lock:
+            transition = self._running.get(key)
+            if transition is not None and self.engine.now() >= transition.done_at:
+                del self._running[key]
+                return None
+            return transition
+
+    def deleting(self, cluster: str) -> list[str]:
+        return [
+            ng for (c, ng) in list(self._running) if c == cluster and (t := self.current((c, ng))) and t.ghost
+        ]
+
+    def update_status(self, key: tuple[str, str], update_id: str) -> str | None:
+        with self.engine.lock:
+            found = self._updates.get(update_id)
+            if found is None or found[0] != key:
+                return None
+            return "Successful" if self.engine.now() >= found[1] else "InProgress"
+
+    def ensure_idle(self, key: tuple[str, str]) -> None:
+        transition = self.current(key)
+        if transition is not None:
+            raise ApiError(
+                409,
+                "ResourceInUseException",
+                f"Nodegroup {key[1]} is currently {transition.status}; wait until it is ACTIVE.",
+            )
