@@ -20,10 +20,15 @@ class _Group(click.Group):
     """Turns FleetError into its listed diagnostics and exit status 1, never a traceback."""
 
     def invoke(self, ctx: click.Context):
+        from provisioner.drivers import DriverError  # no SDK behind this import
+
         try:
             return super().invoke(ctx)
         except FleetError as exc:
             _print_diagnostics(exc.diagnostics)
+            ctx.exit(1)
+        except DriverError as exc:
+            click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
 
 
@@ -39,8 +44,17 @@ def _print_diagnostics(diagnostics: list[Diagnostic]) -> None:
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="provisioner")
-def main() -> None:
+@click.option(
+    "--sandbox",
+    metavar="DIR",
+    envvar="PROVISIONER_SANDBOX",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Talk to the emulators `sandbox serve --dir DIR` runs, not the clouds [env PROVISIONER_SANDBOX].",
+)
+@click.pass_context
+def main(ctx: click.Context, sandbox: Path | None) -> None:
     """Fractional-GPU node pools on AKS, GKE and EKS from one fleet file."""
+    ctx.obj = sandbox
 
 
 @main.command()
@@ -110,3 +124,81 @@ def schema() -> None:
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "provisioner fleet file"
     click.echo(json.dumps(document, indent=2))
+
+
+@main.command()
+@click.argument("fleet")
+@click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
+@click.option("--json", "as_json", is_flag=True, help="Print the pools as JSON.")
+@click.pass_obj
+def pools(sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: bool) -> None:
+    """List every pool the fleet's clusters hold now, the ones provisioner does not own included."""
+    from provisioner import report
+    from provisioner.fleet import load
+    from provisioner.observe import Drivers, observe
+
+    clusters = [c for c in load(fleet).clusters if cluster_name in (None, c.name)]
+    observations = observe(clusters, Drivers(sandbox))
+    if as_json:
+        click.echo(json.dumps(report.observations_json(observations), indent=2))
+    else:
+        out.print(report.observations_table(observations))
+    failed = [o.cluster.name for o in observations if not o.ok]
+    for observation in observations:
+        if observation.error is not None:
+            click.echo(f"error: {observation.cluster.name}: {observation.error}", err=True)
+    if failed:
+        sys.exit(1)
+
+
+@main.group()
+def sandbox() -> None:
+    """Local emulators of the AKS, GKE and EKS APIs."""
+
+
+@sandbox.command()
+@click.option(
+    "--dir",
+    "directory",
+    default=".sandbox",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to write endpoints.json.",
+)
+@click.option(
+    "--seed", "seed_fleet", metavar="FLEET", help="Create the fleet's clusters, each with a system pool."
+)
+@click.option("--latency-ms", default=0.0, type=click.FloatRange(min=0), help="Added to every request.")
+@click.option(
+    "--op-seconds", default=0.0, type=click.FloatRange(min=0), help="How long each pool operation takes."
+)
+@click.option(
+    "--fault-rate", default=0.0, type=click.FloatRange(0, 1), help="Share of requests answered 429 or 503."
+)
+def serve(
+    directory: Path, seed_fleet: str | None, latency_ms: float, op_seconds: float, fault_rate: float
+) -> None:
+    """Run the emulators on 127.0.0.1 until stopped (Ctrl-C or SIGTERM)."""
+    import signal
+    import threading
+
+    from provisioner.fleet import load
+    from provisioner.sandbox.server import Sandbox, SandboxSettings
+
+    fleet = load(seed_fleet) if seed_fleet else None
+    settings = SandboxSettings(latency_ms=latency_ms, op_seconds=op_seconds, fault_rate=fault_rate)
+    running = Sandbox(directory, settings).start(fleet)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    for cloud, url in running.endpoints.items():
+        out.print(f"{cloud}: {url}")
+    seeded = f", {_count(len(fleet.clusters), 'cluster')} seeded" if fleet else ""
+    out.print(f"wrote {directory / 'endpoints.json'}{seeded}; Ctrl-C to stop")
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        running.stop()
+        out.print("sandbox stopped")

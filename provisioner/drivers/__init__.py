@@ -6,10 +6,13 @@ errors below, and returns PoolStates; nothing of the SDK leaves the module.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Protocol, TypeVar
 
+from provisioner import hardware
 from provisioner.fleet import Cluster
 from provisioner.pools import PoolState
 
@@ -127,3 +130,32 @@ def wait_until(
             raise OperationTimeout(f"{what} did not finish within {timeout:g} s")
         sleep(min(wait, remaining))
     raise AssertionError("unreachable")  # poll_intervals never ends
+
+
+ENDPOINTS_FILE = "endpoints.json"
+
+
+def sandbox_endpoints(directory: str | Path) -> dict[str, str]:
+    """The emulator addresses `provisioner sandbox serve --dir DIR` wrote, by cloud."""
+    path = Path(directory) / ENDPOINTS_FILE
+    try:
+        endpoints = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SandboxNotRunning(
+            f"no sandbox at {directory}: {path} does not exist; start one with "
+            f"`provisioner sandbox serve --dir {directory}`"
+        ) from None
+    except ValueError as exc:
+        raise SandboxNotRunning(f"{path} is not JSON: {exc}") from None
+    return endpoints
+
+
+class SandboxNotRunning(DriverError):
+    pass
+
+
+def connect(cloud: str, sandbox: str | Path | None = None) -> Driver:
+    """The driver for `cloud`, talking to the real cloud or, given a sandbox directory, its emulator."""
+    profile = hardware.load().clouds[cloud]
+    endpoint = sandbox_endpoints(sandbox)[cloud] if sandbox is not None else None
+    return hardware.import_class(profile.driver)(endpoint)

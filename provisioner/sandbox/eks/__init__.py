@@ -1,0 +1,41 @@
+"""The EKS emulator: moto's server holds the state; `models` adds the checks and timed transitions
+moto lacks, `responses` the layer in front of moto."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.fleet import EksCluster
+from provisioner.sandbox.engine import Engine
+
+
+class EksEmulator:
+    def __init__(self, engine: Engine, latency: float = 0.0):
+        from provisioner.sandbox.eks import responses
+
+        self.app: Any = responses.app(engine, latency)
+
+    def add_cluster(self, cluster: EksCluster, url: str) -> None:
+        """Create the cluster and its system node group through the API, as a user would."""
+        import boto3
+
+        eks = boto3.client(
+            "eks",
+            endpoint_url=url,
+            region_name=cluster.region,
+            aws_access_key_id="sandbox",
+            aws_secret_access_key="sandbox",
+        )
+        eks.create_cluster(
+            name=cluster.cluster,
+            roleArn=cluster.node_role,
+            resourcesVpcConfig={"subnetIds": list(cluster.subnets)},
+        )
+        eks.create_nodegroup(
+            clusterName=cluster.cluster,
+            nodegroupName="system",
+            nodeRole=cluster.node_role,
+            subnets=list(cluster.subnets),
+            instanceTypes=["m5.large"],
+            scalingConfig={"minSize": 2, "maxSize": 2, "desiredSize": 2},
+        )

@@ -1,0 +1,60 @@
+"""Observe clusters: every cluster's pools, all clusters at once, one listing each."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from provisioner.drivers import Driver, DriverError, connect
+from provisioner.fleet import Cluster
+from provisioner.pools import PoolState
+from provisioner.retry import RetryPolicy
+
+MAX_WORKERS = 64  # clusters observed at once: each waits on the network, not the CPU
+
+
+@dataclass(frozen=True)
+class Observation:
+    cluster: Cluster
+    pools: tuple[PoolState, ...] = ()
+    error: DriverError | None = None  # the listing failed; `pools` is then empty, not "no pools"
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Drivers:
+    """One driver per cloud, made on first use, shared by the threads that observe and apply."""
+
+    def __init__(self, sandbox: str | Path | None = None):
+        self.sandbox = sandbox
+        self._drivers: dict[str, Driver] = {}
+
+    def __call__(self, cloud: str) -> Driver:
+        if cloud not in self._drivers:
+            self._drivers[cloud] = connect(cloud, self.sandbox)
+        return self._drivers[cloud]
+
+
+def observe(
+    clusters: Sequence[Cluster], drivers: Drivers, policy: RetryPolicy | None = None
+) -> list[Observation]:
+    """Each cluster's pools, in the order given; a cluster whose listing failed carries its error."""
+    policy = policy or RetryPolicy()
+    for cloud in {c.cloud for c in clusters}:
+        drivers(cloud)  # made before the threads start, so no two threads make one
+
+    def one(cluster: Cluster) -> Observation:
+        try:
+            pools = policy.call(lambda: drivers(cluster.cloud).list_pools(cluster))
+        except DriverError as error:
+            return Observation(cluster, error=error)
+        return Observation(cluster, tuple(sorted(pools, key=lambda p: p.name)))
+
+    if not clusters:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(clusters))) as pool:
+        return list(pool.map(one, clusters))
