@@ -187,7 +187,7 @@ def serve(
 
     fleet = load(seed_fleet) if seed_fleet else None
     settings = SandboxSettings(latency_ms=latency_ms, op_seconds=op_seconds, fault_rate=fault_rate)
-    running = Sandbox(directory, settings).start(fleet)
+    running = Sandbox(directory, settings).start(fleet.clusters if fleet else ())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     for cloud, url in running.endpoints.items():

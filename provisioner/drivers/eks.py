@@ -141,7 +141,7 @@ class EksDriver:
             from botocore.config import Config
 
             # Callers retry with backoff and Retry-After; the SDK's own retries would multiply them.
-            config = Config(retries={"mode": "standard", "max_attempts": 1})
+            config = Config(retries={"mode": "standard", "total_max_attempts": 1})
             if self._endpoint is None:
                 session = boto3.session.Session(region_name=cluster.region)
             else:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from provisioner import hardware
 from provisioner.drivers import ENDPOINTS_FILE
-from provisioner.fleet import Fleet
+from provisioner.fleet import Cluster
 from provisioner.sandbox.engine import Engine
 from provisioner.sandbox.wire import RunningServer, serve_in_thread
 
@@ -35,14 +36,15 @@ class Sandbox:
     def endpoints(self) -> dict[str, str]:
         return {cloud: server.url for cloud, server in self.servers.items()}
 
-    def start(self, fleet: Fleet | None = None) -> Sandbox:
+    def start(self, clusters: Sequence[Cluster] = ()) -> Sandbox:
+        """Serve every emulator; create `clusters`, each with a system pool the tool does not own."""
         for cloud, profile in hardware.load().clouds.items():
             # Faults start after seeding, so the seed itself never fails.
             engine = Engine(op_seconds=0.0, seed=self.settings.seed)
             emulator = hardware.import_class(profile.emulator)(engine, self.settings.latency_ms / 1000)
             self.engines[cloud], self.emulators[cloud] = engine, emulator
             self.servers[cloud] = serve_in_thread(emulator.app)  # type: ignore[attr-defined]
-        for cluster in fleet.clusters if fleet is not None else []:
+        for cluster in clusters:
             self.emulators[cluster.cloud].add_cluster(cluster, self.servers[cluster.cloud].url)  # type: ignore[attr-defined]
         for engine in self.engines.values():
             engine.op_seconds = self.settings.op_seconds

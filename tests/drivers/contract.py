@@ -1,0 +1,126 @@
+"""The contract every Driver keeps, as one mixin each driver's test class inherits (as libcloud's
+driver tests do). It runs the real SDK over HTTP against the cloud's emulator."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import ClassVar
+
+import pytest
+
+from provisioner.drivers import (
+    Busy,
+    Driver,
+    DriverError,
+    InvalidRequest,
+    NotFound,
+    NotOwned,
+    Throttled,
+    Unavailable,
+    connect,
+)
+from provisioner.fleet import Cluster
+from provisioner.pools import PoolState, Scaling, Taint
+from provisioner.sandbox.server import Sandbox
+from provisioner.sharing import CompiledFleet, desired_state
+
+KINDS = ("mig", "ts", "mps", "migts")  # the contract fleet's pool names: MIG, time-sliced, MPS, MIG + sharing
+
+
+class DriverContract:
+    cloud: ClassVar[str]
+    cluster_name: ClassVar[str]
+    system_pool: ClassVar[str]  # the pool the sandbox seeds, which the tool does not own
+
+    @pytest.fixture
+    def driver(self, sandbox: Sandbox) -> Driver:
+        return connect(self.cloud, sandbox.directory)
+
+    @pytest.fixture
+    def cluster(self, contract_fleet: CompiledFleet) -> Cluster:
+        return contract_fleet.cluster(self.cluster_name).cluster  # type: ignore[union-attr]
+
+    @pytest.fixture
+    def desired(self, contract_fleet: CompiledFleet) -> dict[str, PoolState]:
+        compiled = contract_fleet.cluster(self.cluster_name)
+        return {p.pool.name: desired_state(p) for p in compiled.pools}  # type: ignore[union-attr]
+
+    def names(self, driver: Driver, cluster: Cluster) -> set[str]:
+        return {p.name for p in driver.list_pools(cluster)}
+
+    @pytest.mark.parametrize("kind", KINDS)
+    def test_create_read_back_update_delete(self, driver, cluster, desired, kind):
+        want = desired[kind]
+        created = driver.create_pool(cluster, want)
+        assert want.differences(created) == [], created
+        assert created.owned
+
+        listed = {p.name: p for p in driver.list_pools(cluster)}
+        assert want.differences(listed[kind]) == []
+        assert listed[kind].owned
+
+        changed = dataclasses.replace(
+            want,
+            labels=(*want.labels, ("stage", "canary")),
+            taints=(*want.taints, Taint("extra", "yes", "PreferNoSchedule")),
+            scaling=Scaling(2, 5, autoscaling=True),
+        )
+        updated = driver.update_pool(cluster, changed)
+        assert changed.differences(updated) == [], updated
+
+        back = dataclasses.replace(changed, labels=want.labels, taints=want.taints, scaling=Scaling.fixed(2))
+        assert back.differences(driver.update_pool(cluster, back)) == []
+
+        driver.delete_pool(cluster, kind)
+        assert kind not in self.names(driver, cluster)
+
+    def test_pools_it_did_not_create_are_listed_and_never_changed(self, driver, cluster, desired):
+        system = {p.name: p for p in driver.list_pools(cluster)}[self.system_pool]
+        assert not system.owned
+        with pytest.raises(NotOwned):
+            driver.update_pool(cluster, dataclasses.replace(system, labels=(("taken", "over"),)))
+        with pytest.raises(NotOwned):
+            driver.delete_pool(cluster, self.system_pool)
+        after = {p.name: p for p in driver.list_pools(cluster)}[self.system_pool]
+        assert after == system
+
+    def test_a_second_operation_while_one_runs_is_busy(self, driver, cluster, desired):
+        want = dataclasses.replace(desired["ts"], name="busy")
+        creating = threading.Thread(target=driver.create_pool, args=(cluster, want))
+        creating.start()
+        try:
+            deadline = time.monotonic() + 5
+            while "busy" not in self.names(driver, cluster):
+                assert time.monotonic() < deadline, "the pool never appeared"
+                time.sleep(0.02)
+            with pytest.raises(Busy):
+                driver.update_pool(cluster, dataclasses.replace(want, scaling=Scaling.fixed(3)))
+        finally:
+            creating.join()
+        driver.delete_pool(cluster, "busy")
+
+    def test_throttling_and_outages_become_typed_errors(self, driver, cluster, sandbox):
+        engine = sandbox.engines[self.cloud]
+        engine.fault_rate = 1.0
+        try:
+            errors = []
+            for _ in range(12):
+                with pytest.raises(DriverError) as caught:
+                    driver.list_pools(cluster)
+                errors.append(caught.value)
+        finally:
+            engine.fault_rate = 0.0
+        assert {type(e) for e in errors} == {Throttled, Unavailable}
+        assert all(e.retry_after and e.retry_after > 0 for e in errors if isinstance(e, Throttled))
+
+    def test_an_invalid_request_carries_the_clouds_message(self, driver, cluster, desired):
+        bad = dataclasses.replace(desired["ts"], name="Not A Name!")
+        with pytest.raises(InvalidRequest, match="Not A Name!"):
+            driver.create_pool(cluster, bad)
+        assert "Not A Name!" not in self.names(driver, cluster)
+
+    def test_deleting_a_missing_pool_is_not_found(self, driver, cluster):
+        with pytest.raises(NotFound):
+            driver.delete_pool(cluster, "nosuchpool")

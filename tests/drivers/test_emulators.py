@@ -1,0 +1,263 @@
+"""The emulators reject what the real APIs reject, in each API's own wire format."""
+
+from __future__ import annotations
+
+import time
+
+import boto3
+import pytest
+import requests
+from botocore.exceptions import ClientError
+
+from provisioner.sandbox.server import Sandbox
+
+GKE_CLUSTER = "/v1/projects/contract-project/locations/us-central1/clusters/contract-gke"
+AKS_CLUSTER = (
+    "/subscriptions/11111111-1111-1111-1111-111111111111/resourceGroups/contract"
+    "/providers/Microsoft.ContainerService/managedClusters/contract-aks"
+)
+API_VERSION = {"api-version": "2026-08-01"}
+BEARER = {"Authorization": "Bearer test"}
+
+
+def gke_pool(name: str, machine: str = "a2-highgpu-1g", **accelerator: object) -> dict:
+    accelerator = {"acceleratorType": "nvidia-tesla-a100", "acceleratorCount": "1", **accelerator}
+    return {
+        "nodePool": {
+            "name": name,
+            "initialNodeCount": 1,
+            "config": {"machineType": machine, "accelerators": [accelerator]},
+        }
+    }
+
+
+def wait_gke_idle(url: str, operation: dict) -> None:
+    for _ in range(100):
+        status = requests.get(
+            f"{url}/v1/projects/contract-project/locations/us-central1/operations/{operation['name']}"
+        )
+        if status.json()["status"] == 3:  # DONE
+            return
+        time.sleep(0.05)
+    raise AssertionError("operation never finished")
+
+
+def gke_error(response: requests.Response) -> tuple[int, str, str]:
+    error = response.json()["error"]
+    return response.status_code, error["status"], error["message"]
+
+
+class TestGke:
+    @pytest.fixture
+    def url(self, sandbox: Sandbox) -> str:
+        return sandbox.endpoints["gke"]
+
+    def test_the_wire_format_is_proto3_json_with_integer_enums_and_int64_strings(self, url):
+        body = gke_pool(
+            "wire",
+            gpuPartitionSize="1g.5gb",
+            gpuSharingConfig={"gpuSharingStrategy": 1, "maxSharedClientsPerGpu": "3"},
+        )
+        body["nodePool"]["config"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": 1}]
+        operation = requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=body).json()
+        assert operation["operationType"] == 7 and operation["status"] in (2, 3)  # CREATE_NODE_POOL
+        wait_gke_idle(url, operation)
+        pool = requests.get(f"{url}{GKE_CLUSTER}/nodePools/wire").json()
+        accelerator = pool["config"]["accelerators"][0]
+        assert accelerator["acceleratorCount"] == "1"  # int64 as a string
+        assert accelerator["gpuSharingConfig"] == {"gpuSharingStrategy": 1, "maxSharedClientsPerGpu": "3"}
+        assert pool["config"]["taints"][0]["effect"] == 1  # NO_SCHEDULE as its number
+        assert pool["status"] == 2  # RUNNING
+        assert "spot" not in pool["config"]  # false is the default: left out
+        wait_gke_idle(url, requests.delete(f"{url}{GKE_CLUSTER}/nodePools/wire").json())
+
+    @pytest.mark.parametrize(
+        ("body", "message"),
+        [
+            (
+                gke_pool("nopart", gpuPartitionSize="1g.10gb"),
+                "GPU partition size 1g.10gb is not supported for nvidia-tesla-a100",
+            ),
+            (gke_pool("wrongacc", machine="g2-standard-8"), "Machine type g2-standard-8 takes nvidia-l4"),
+            (gke_pool("toomany", acceleratorCount="2"), "takes 1 nvidia-tesla-a100, not 2"),
+            (
+                gke_pool(
+                    "clients", gpuSharingConfig={"gpuSharingStrategy": 2, "maxSharedClientsPerGpu": "49"}
+                ),
+                "between 2 and 48",
+            ),
+            (gke_pool("Bad_Name"), "Invalid node pool name"),
+        ],
+    )
+    def test_invalid_pools_are_refused(self, url, body, message):
+        response = requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=body)
+        status, code, text = gke_error(response)
+        assert (status, code) == (400, "INVALID_ARGUMENT")
+        assert message in text
+
+    def test_duplicate_taints_names_and_fixed_fields(self, url):
+        body = gke_pool("dup")
+        taint = {"key": "k", "value": "v", "effect": "NO_SCHEDULE"}
+        body["nodePool"]["config"]["taints"] = [taint, {**taint, "value": "w"}]
+        assert (
+            "more than one taint with key k"
+            in gke_error(requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=body))[2]
+        )
+        wait_gke_idle(url, requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("dup")).json())
+        status, code, _ = gke_error(requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("dup")))
+        assert (status, code) == (409, "ALREADY_EXISTS")
+        status, code, text = gke_error(
+            requests.put(f"{url}{GKE_CLUSTER}/nodePools/dup", json={"machineType": "a2-highgpu-2g"})
+        )
+        assert (status, code) == (400, "INVALID_ARGUMENT") and "machineType cannot be updated" in text
+        wait_gke_idle(url, requests.delete(f"{url}{GKE_CLUSTER}/nodePools/dup").json())
+
+    def test_one_pool_operation_per_cluster(self, url):
+        first = requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("first")).json()
+        status, code, text = gke_error(
+            requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("second"))
+        )
+        assert (status, code) == (400, "FAILED_PRECONDITION") and "incompatible operation" in text
+        wait_gke_idle(url, first)
+        wait_gke_idle(url, requests.delete(f"{url}{GKE_CLUSTER}/nodePools/first").json())
+
+
+def aks_put(
+    url: str, name: str, params: dict | None = None, headers: dict | None = None, **properties
+) -> requests.Response:
+    properties = {"vmSize": "Standard_NC24ads_A100_v4", "count": 1, **properties}
+    return requests.put(
+        f"{url}{AKS_CLUSTER}/agentPools/{name}",
+        params=API_VERSION if params is None else params,
+        headers=BEARER if headers is None else headers,
+        json={"properties": properties},
+    )
+
+
+def wait_aks(response: requests.Response) -> None:
+    for _ in range(100):
+        if (
+            requests.get(response.headers["Azure-AsyncOperation"], headers=BEARER).json()["status"]
+            == "Succeeded"
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError("operation never finished")
+
+
+class TestAks:
+    @pytest.fixture
+    def url(self, sandbox: Sandbox) -> str:
+        return sandbox.endpoints["aks"]
+
+    def test_requests_need_a_token_and_an_api_version(self, url):
+        assert aks_put(url, "x", headers={}).json()["error"]["code"] == "AuthenticationFailed"
+        assert aks_put(url, "x", params={}).json()["error"]["code"] == "MissingApiVersionParameter"
+
+    def test_create_is_long_running_and_fixed_fields_cannot_change(self, url):
+        created = aks_put(url, "fixed", gpuInstanceProfile="MIG1g")
+        assert created.status_code == 201
+        assert created.json()["properties"]["provisioningState"] == "Creating"
+        busy = aks_put(url, "other")
+        assert (busy.status_code, busy.json()["error"]["code"]) == (409, "OperationNotAllowed")
+        wait_aks(created)
+        changed = aks_put(url, "fixed", gpuInstanceProfile="MIG3g")
+        assert (changed.status_code, changed.json()["error"]["code"]) == (400, "PropertyChangeNotAllowed")
+        assert "gpuInstanceProfile" in changed.json()["error"]["message"]
+        updated = aks_put(url, "fixed", gpuInstanceProfile="MIG1g", nodeLabels={"a": "b"})
+        assert updated.status_code == 200
+        wait_aks(updated)
+        deleted = requests.delete(f"{url}{AKS_CLUSTER}/agentPools/fixed", params=API_VERSION, headers=BEARER)
+        assert deleted.status_code == 202 and "Location" in deleted.headers
+        wait_aks(deleted)
+
+    @pytest.mark.parametrize(
+        ("name", "properties", "message"),
+        [
+            (
+                "t4mig",
+                {"vmSize": "Standard_NC4as_T4_v3", "gpuInstanceProfile": "MIG1g"},
+                "does not support GPU instance profile",
+            ),
+            ("badmig", {"gpuInstanceProfile": "MIG5g"}, "allowed: MIG1g, MIG2g, MIG3g, MIG4g, MIG7g"),
+            ("toolongpoolname", {}, "Agent pool name"),
+            ("taint", {"nodeTaints": ["k=v:Sometimes"]}, "Taint 'k=v:Sometimes' is invalid"),
+            ("bounds", {"enableAutoScaling": True, "minCount": 3, "maxCount": 1}, "minCount <= maxCount"),
+        ],
+    )
+    def test_invalid_pools_are_refused(self, url, name, properties, message):
+        response = aks_put(url, name, **properties)
+        assert response.status_code == 400
+        assert message in response.json()["error"]["message"]
+
+
+class TestEks:
+    @pytest.fixture
+    def eks(self, sandbox: Sandbox):
+        return boto3.client(
+            "eks",
+            endpoint_url=sandbox.endpoints["eks"],
+            region_name="eu-west-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+
+    def create(self, eks, **overrides):
+        request = {
+            "clusterName": "contract-eks",
+            "nodegroupName": "rules",
+            "nodeRole": "arn:aws:iam::123456789012:role/contract-nodes",
+            "subnets": ["subnet-0c0ffee1"],
+            "instanceTypes": ["g5.xlarge"],
+            "amiType": "AL2023_x86_64_NVIDIA",
+            "scalingConfig": {"minSize": 0, "maxSize": 2, "desiredSize": 0},
+            **overrides,
+        }
+        return eks.create_nodegroup(**request)
+
+    @pytest.mark.parametrize(
+        ("overrides", "message"),
+        [
+            (
+                {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
+                "Taint effect 'NoSchedule' is invalid",
+            ),
+            ({"capacityType": "RESERVED"}, "capacityType must be one of"),
+            ({"amiType": "AL2_x86_64_CUDA"}, "amiType 'AL2_x86_64_CUDA' is not supported"),
+            (
+                {"scalingConfig": {"minSize": 3, "maxSize": 1, "desiredSize": 1}},
+                "can't be greater than maximum",
+            ),
+        ],
+    )
+    def test_what_moto_accepts_but_eks_refuses(self, eks, overrides, message):
+        with pytest.raises(ClientError) as caught:
+            self.create(eks, **overrides)
+        assert caught.value.response["Error"]["Code"] == "InvalidParameterException"
+        assert message in caught.value.response["Error"]["Message"]
+
+    def test_node_groups_take_time_and_updates_can_be_described(self, eks):
+        assert self.create(eks)["nodegroup"]["status"] == "CREATING"
+        with pytest.raises(ClientError, match="ResourceInUseException"):
+            eks.update_nodegroup_config(
+                clusterName="contract-eks", nodegroupName="rules", labels={"addOrUpdateLabels": {"a": "b"}}
+            )
+        waiter_deadline = time.monotonic() + 5
+        while (
+            eks.describe_nodegroup(clusterName="contract-eks", nodegroupName="rules")["nodegroup"]["status"]
+            != "ACTIVE"
+        ):
+            assert time.monotonic() < waiter_deadline
+            time.sleep(0.05)
+        update = eks.update_nodegroup_config(
+            clusterName="contract-eks", nodegroupName="rules", labels={"addOrUpdateLabels": {"a": "b"}}
+        )["update"]
+        assert update["status"] == "InProgress"
+        described = eks.describe_update(name="contract-eks", nodegroupName="rules", updateId=update["id"])
+        assert described["update"]["status"] in ("InProgress", "Successful")
+        time.sleep(0.2)
+        eks.delete_nodegroup(clusterName="contract-eks", nodegroupName="rules")
+        assert (
+            eks.describe_nodegroup(clusterName="contract-eks", nodegroupName="rules")["nodegroup"]["status"]
+            == "DELETING"
+        )
