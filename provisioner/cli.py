@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 
 from provisioner import __version__
 from provisioner.source import Diagnostic, FleetError
+
+if TYPE_CHECKING:
+    from provisioner.observe import Drivers
+    from provisioner.plan import Plan
 
 # Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup.
 out = Console(highlight=False)
@@ -202,3 +207,141 @@ def serve(
     finally:
         running.stop()
         out.print("sandbox stopped")
+
+
+def _drivers(sandbox: Path | None) -> Drivers:
+    from provisioner.observe import Drivers
+
+    return Drivers(sandbox)
+
+
+@main.command()
+@click.argument("fleet")
+@click.option(
+    "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), help="Save the plan for apply."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option(
+    "--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on errors."
+)
+@click.option("--destroy", is_flag=True, help="Plan to delete every pool provisioner owns in these clusters.")
+@click.pass_obj
+def plan(
+    sandbox: Path | None,
+    *,
+    fleet: str,
+    out_file: Path | None,
+    as_json: bool,
+    detailed_exitcode: bool,
+    destroy: bool,
+):
+    """Show what apply would change: pools to create, update in place, replace or delete."""
+    from provisioner import planfile, report
+    from provisioner.workflow import make_plan, read_fleet
+
+    compiled, text = read_fleet(fleet)
+    made = make_plan(compiled, _drivers(sandbox), destroy=destroy)
+    if as_json:
+        click.echo(json.dumps(made.json(), indent=2))
+    else:
+        out.print(report.plan_text(made), end="")
+    if out_file is not None and not made.errors:
+        planfile.save(made, fleet, text, out_file)
+        if not as_json:
+            out.print(f"Saved the plan to {out_file}; `provisioner apply {out_file}` carries it out.")
+    for error in made.errors:
+        click.echo(f"error: {error}", err=True)
+    if made.errors:
+        sys.exit(1)
+    sys.exit(2 if detailed_exitcode and made.changes else 0)
+
+
+def _lock_timeout_option(command):
+    return click.option(
+        "--lock-timeout",
+        default=300.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        help="Seconds to wait for another apply on the same cluster to finish.",
+    )(command)
+
+
+@main.command()
+@click.argument("target", metavar="FLEET|PLANFILE")
+@click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
+@_lock_timeout_option
+@click.pass_obj
+def apply(sandbox: Path | None, target: str, auto_approve: bool, lock_timeout: float) -> None:
+    """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale)."""
+    from provisioner import planfile
+
+    try:
+        saved = planfile.load(Path(target))
+    except (planfile.NotAPlan, OSError):
+        saved = None
+    if saved is not None:
+        from provisioner.workflow import replan_saved
+
+        _carry_out(sandbox, replan_saved(saved, _drivers(sandbox)), lock_timeout)
+    else:
+        _plan_and_carry_out(
+            sandbox, target, destroy=False, auto_approve=auto_approve, lock_timeout=lock_timeout
+        )
+
+
+@main.command()
+@click.argument("fleet")
+@click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
+@_lock_timeout_option
+@click.pass_obj
+def destroy(sandbox: Path | None, fleet: str, auto_approve: bool, lock_timeout: float) -> None:
+    """Delete every pool provisioner owns in the fleet's clusters (others are never touched)."""
+    _plan_and_carry_out(sandbox, fleet, destroy=True, auto_approve=auto_approve, lock_timeout=lock_timeout)
+
+
+def _plan_and_carry_out(
+    sandbox: Path | None, fleet: str, destroy: bool, auto_approve: bool, lock_timeout: float
+):
+    from provisioner import report
+    from provisioner.workflow import make_plan, read_fleet
+
+    compiled, _ = read_fleet(fleet)
+
+    def waiting(running: list[str]) -> None:
+        out.print(f"[dim]waiting for operations still running: {', '.join(running)}[/]", highlight=False)
+
+    made = make_plan(compiled, _drivers(sandbox), destroy=destroy, settle=True, on_wait=waiting)
+    out.print(report.plan_text(made), end="")
+    for error in made.errors:
+        click.echo(f"error: {error}", err=True)
+    if not made.changes:
+        sys.exit(1 if made.errors else 0)
+    if not auto_approve:
+        verb = "destroy these pools" if destroy else "apply these changes"
+        answer = click.prompt(
+            f"Do you want to {verb}? Only 'yes' will be accepted", default="", show_default=False
+        )
+        if answer != "yes":
+            click.echo("Cancelled: nothing was changed.", err=True)
+            sys.exit(1)
+    _carry_out(sandbox, made, lock_timeout)
+    if made.errors:
+        sys.exit(1)
+
+
+def _carry_out(sandbox: Path | None, made: Plan, lock_timeout: float) -> None:
+    from provisioner import report
+    from provisioner.apply import Applier
+    from provisioner.locks import FileLocks, default_directory
+
+    if not made.changes:
+        out.print(report.plan_text(made), end="")
+        return
+    with report.ProgressReporter(out) as reporter:
+        applier = Applier(
+            _drivers(sandbox), FileLocks(default_directory(sandbox)), lock_timeout, reporter=reporter
+        )
+        result = applier.run(made)
+    out.print(report.apply_summary(result), end="")
+    if not result.ok:
+        sys.exit(1)

@@ -226,13 +226,13 @@ class Fleet(Spec):
 _CLUSTER = TypeAdapter(Cluster)
 
 
-def parse(path: str | Path) -> tuple[Fleet, list[Diagnostic]]:
-    """The fleet in `path` and every structural problem in it.
+def parse(path: str | Path, text: str | None = None) -> tuple[Fleet, list[Diagnostic]]:
+    """The fleet in `path` (or `text`, read from `path` before) and every structural problem in it.
 
     Where the file has problems, the fleet holds the clusters and pools that are themselves
     valid, so the compiler can still report the cloud-rule problems of those.
     """
-    doc = SourceDocument.read(path)
+    doc = SourceDocument.read(path) if text is None else SourceDocument.parse(text, str(path))
     try:
         fleet = Fleet.model_validate(doc.data)
         problems: list[Diagnostic] = []
@@ -250,9 +250,9 @@ def parse(path: str | Path) -> tuple[Fleet, list[Diagnostic]]:
     return fleet, problems
 
 
-def load(path: str | Path) -> Fleet:
+def load(path: str | Path, text: str | None = None) -> Fleet:
     """The fleet in `path`; FleetError lists every structural problem."""
-    fleet, problems = parse(path)
+    fleet, problems = parse(path, text)
     if problems:
         raise FleetError(problems)
     return fleet

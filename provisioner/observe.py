@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from provisioner.drivers import Driver, DriverError, connect
+from provisioner.drivers import OPERATION_TIMEOUT, Driver, DriverError, connect, poll_intervals
 from provisioner.fleet import Cluster
 from provisioner.pools import PoolState
 from provisioner.retry import RetryPolicy
@@ -58,3 +59,28 @@ def observe(
         return []
     with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(clusters))) as pool:
         return list(pool.map(one, clusters))
+
+
+def observe_settled(
+    clusters: Sequence[Cluster],
+    drivers: Drivers,
+    policy: RetryPolicy | None = None,
+    timeout: float = OPERATION_TIMEOUT,
+    on_wait: Callable[[list[str]], None] | None = None,
+) -> list[Observation]:
+    """Observe, waiting first for operations still running in the clusters (a killed run's, say),
+    so what is planned starts from where those operations end."""
+    deadline = time.monotonic() + timeout
+    observations = observe(clusters, drivers, policy)
+    intervals = poll_intervals()
+    while time.monotonic() < deadline:
+        running = [
+            f"{o.cluster.name}/{p.name}" for o in observations for p in o.pools if p.status == "changing"
+        ]
+        if not running:
+            break
+        if on_wait is not None:
+            on_wait(running)
+        time.sleep(next(intervals))
+        observations = observe(clusters, drivers, policy)
+    return observations

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+# Where a pool's last operation stands: finished, still running (create, update or delete in
+# flight), or failed. Not part of equality: it says when to compare, not what.
+PoolStatus = Literal["ready", "changing", "failed"]
 TAINT_EFFECTS: tuple[TaintEffect, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
@@ -98,6 +101,7 @@ class PoolState:
     labels: tuple[tuple[str, str], ...]
     taints: tuple[Taint, ...]
     owned: bool = True  # False: a pool this tool did not create; never updated or deleted
+    status: PoolStatus = field(default="ready", compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(sorted(dict(self.labels).items())))

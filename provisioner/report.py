@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
+from provisioner.apply import ApplyResult, Outcome
+from provisioner.drivers import DriverError
 from provisioner.observe import Observation
+from provisioner.plan import Change, Plan
 from provisioner.pools import PoolState, Scaling
 
 
@@ -68,3 +75,126 @@ def observations_table(observations: Sequence[Observation]) -> Table:
                 "yes" if pool.owned else "[dim]no[/]",
             )
     return table
+
+
+_SIGILS = {
+    "create": ("+", "green"),
+    "update": ("~", "yellow"),
+    "replace": ("-/+", "magenta"),
+    "delete": ("-", "red"),
+}
+_PHRASES = {
+    "create": "will be created",
+    "update": "will be updated in place",
+    "replace": "must be replaced",
+    "delete": "will be deleted",
+}
+
+
+def plan_text(plan: Plan) -> Text:
+    """A plan as Terraform users read one: per cluster, per pool, each field before -> after."""
+    lines = Text()
+    for cluster in plan.clusters:
+        if not (cluster.changes or cluster.in_progress or cluster.conflicts or cluster.error):
+            continue
+        lines.append(cluster.cluster.name, style="bold").append(f" ({cluster.cluster.cloud})\n")
+        if cluster.error:
+            lines.append(f"  could not observe: {cluster.error}\n", style="red")
+        for pool in cluster.in_progress:
+            lines.append(f"  … {pool}: an operation is still running; apply waits for it\n", style="dim")
+        for conflict in cluster.conflicts:
+            lines.append(f"  ! {conflict}\n", style="red")
+        for change in cluster.changes:
+            _change_lines(lines, change)
+    if plan.changes:
+        counts = ", ".join(f"{n} to {action}" for action, n in plan.summary.items())
+        lines.append(f"Plan: {counts}.\n", style="bold")
+    else:
+        lines.append("No changes. The clusters match the fleet.\n", style="green")
+    return lines
+
+
+def _change_lines(lines: Text, change: Change) -> None:
+    sigil, style = _SIGILS[change.action]
+    lines.append(f"  {sigil} ", style=style).append(change.pool, style="bold")
+    lines.append(f" {_PHRASES[change.action]}")
+    lines.append(f" ({change.reason})\n" if change.reason else "\n")
+    for f in change.fields:
+        lines.append(f"      {f.field}: ")
+        if change.action == "create":
+            lines.append(_show(f.after))
+        elif change.action == "delete":
+            lines.append(_show(f.before), style="red")
+        else:
+            lines.append(_show(f.before)).append(" -> ").append(_show(f.after))
+        if f.forces_replacement:
+            lines.append("  # forces replacement", style="magenta")
+        lines.append("\n")
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(cloud default)"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class ProgressReporter:
+    """Live progress of an apply: a line per pool operation, with its retries and outcome."""
+
+    def __init__(self, console: Console):
+        self.progress = Progress(
+            SpinnerColumn(finished_text=""),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self._tasks: dict[tuple[str, str], TaskID] = {}
+
+    def __enter__(self) -> ProgressReporter:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def cluster_waiting(self, cluster: str, why: str) -> None:
+        self.progress.console.print(Text(f"{cluster}: {why}", style="dim"))
+
+    def change_started(self, change: Change) -> None:
+        label = f"{change.cluster}/{change.pool}: {_ING[change.action]}"
+        self._tasks[(change.cluster, change.pool)] = self.progress.add_task(label, total=1)
+
+    def change_retrying(self, change: Change, error: DriverError, delay: float) -> None:
+        task = self._tasks[(change.cluster, change.pool)]
+        why = type(error).__name__
+        label = f"{change.cluster}/{change.pool}: {_ING[change.action]} (retry in {delay:.1f} s: {why})"
+        self.progress.update(task, description=label)
+
+    def change_finished(self, outcome: Outcome) -> None:
+        task = self._tasks[(outcome.cluster, outcome.pool)]
+        if outcome.done:
+            label = f"[green]✓[/] {outcome.cluster}/{outcome.pool}: {_PAST[outcome.action]}"
+        else:
+            label = f"[red]✗[/] {outcome.cluster}/{outcome.pool}: {outcome.action} failed"
+        self.progress.update(task, description=label, completed=1)
+
+
+_ING = {"create": "creating", "update": "updating", "replace": "replacing", "delete": "deleting"}
+_PAST = {"create": "created", "update": "updated", "replace": "replaced", "delete": "deleted"}
+
+
+def apply_summary(result: ApplyResult) -> Text:
+    lines = Text()
+    counts = {
+        action: sum(o.action == action for o in result.done)
+        for action in ("create", "update", "replace", "delete")
+    }
+    done = ", ".join(f"{n} {_PAST[a]}" for a, n in counts.items())
+    if result.ok:
+        lines.append(f"Apply complete: {done}.\n", style="green")
+        return lines
+    lines.append(f"Apply incomplete: {done}; {len(result.not_done)} not done:\n", style="red")
+    for outcome in result.not_done:
+        lines.append(f"  {outcome.cluster}/{outcome.pool} ({outcome.action}): {outcome.message}\n")
+    lines.append("Run apply again to finish: it picks up where this one stopped.\n")
+    return lines

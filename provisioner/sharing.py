@@ -153,9 +153,9 @@ class PoolProblems(Exception):
         super().__init__("; ".join(message for _, message in problems))
 
 
-def compile_file(path: str | Path) -> CompiledFleet:
-    """Load and compile a fleet file; FleetError lists every problem in it."""
-    fleet, problems = parse(path)
+def compile_file(path: str | Path, text: str | None = None) -> CompiledFleet:
+    """Load and compile a fleet file (or `text` once read from it); FleetError lists every problem."""
+    fleet, problems = parse(path, text)
     try:
         compiled = compile_fleet(fleet)
     except FleetError as exc:

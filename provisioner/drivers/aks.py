@@ -24,10 +24,11 @@ from provisioner.drivers import (
     poll_intervals,
 )
 from provisioner.fleet import AksCluster
-from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, Scaling, Taint
+from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
 
 _TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>\w+)$")
 _TRANSIENT_STATUS = (429, 500, 502, 503, 504)
+_STATUS: dict[str, PoolStatus] = {"Succeeded": "ready", "Failed": "failed", "Canceled": "failed"}
 
 
 class AksDriver:
@@ -170,6 +171,7 @@ def _observed(pool: Any) -> PoolState:
         labels=tuple((pool.node_labels or {}).items()),
         taints=tuple(_taint(t) for t in pool.node_taints or []),
         owned=(pool.tags or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
+        status=_STATUS.get(_text(pool.provisioning_state) or "", "changing"),
     )
 
 

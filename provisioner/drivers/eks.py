@@ -24,12 +24,18 @@ from provisioner.drivers import (
     wait_until,
 )
 from provisioner.fleet import EksCluster
-from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, Scaling, Taint
+from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
 
 # The NVIDIA AL2023 image: driver and container toolkit included; AL2 GPU images end with 1.32 (FACTS.md).
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 DESCRIBE_CONCURRENCY = 16  # EKS lists names only; descriptions are fetched side by side
 
+_STATUS: dict[str, PoolStatus] = {
+    "ACTIVE": "ready",
+    "DEGRADED": "ready",  # running, with health issues the console shows; not a reason to replace
+    "CREATE_FAILED": "failed",
+    "DELETE_FAILED": "failed",
+}
 _THROTTLING = {"ThrottlingException", "TooManyRequestsException", "Throttling", "RequestLimitExceeded"}
 _AUTH = {
     "UnrecognizedClientException",
@@ -214,6 +220,7 @@ def _observed(group: dict[str, Any]) -> PoolState:
             for t in group.get("taints") or []
         ),
         owned=(group.get("tags") or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
+        status=_STATUS.get(group.get("status", ""), "changing"),
     )
 
 

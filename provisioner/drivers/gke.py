@@ -23,11 +23,20 @@ from provisioner.drivers import (
     wait_until,
 )
 from provisioner.fleet import GkeCluster
-from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, NativeSharing, PoolState, Scaling, Taint
+from provisioner.pools import (
+    OWNER_TAG_KEY,
+    OWNER_TAG_VALUE,
+    NativeSharing,
+    PoolState,
+    PoolStatus,
+    Scaling,
+    Taint,
+)
 
 # Node labels GKE sets itself (FACTS.md): never the user's, never drift.
 GKE_LABEL_PREFIX = "cloud.google.com/gke-"
 REQUEST_TIMEOUT = 60.0  # seconds, per HTTP call
+_STATUS: dict[str, PoolStatus] = {"RUNNING": "ready", "RUNNING_WITH_ERROR": "failed", "ERROR": "failed"}
 
 
 class GkeDriver:
@@ -218,6 +227,7 @@ def _observed(pool: Any) -> PoolState:
             for t in config.taints  # type: ignore[arg-type]
         ),
         owned=config.resource_labels.get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
+        status=_STATUS.get(pool.status.name, "changing"),
     )
 
 

@@ -1,0 +1,176 @@
+"""Run a Plan: clusters in parallel, one operation at a time in each, behind a per-cluster lock.
+
+Before acting on a cluster, apply waits for any operation still running there (one a killed run
+left behind is waited for, never repeated), then observes again: a cluster that changed since
+the plan is refused as stale, never acted on from an outdated picture.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from provisioner.drivers import OPERATION_TIMEOUT, Driver, DriverError, NotFound, wait_until
+from provisioner.fleet import Cluster
+from provisioner.locks import FileLocks
+from provisioner.observe import Drivers
+from provisioner.plan import Change, ClusterPlan, Plan, fingerprint
+from provisioner.pools import PoolState
+from provisioner.retry import RetryPolicy
+
+MAX_PARALLEL_CLUSTERS = 32
+
+
+@dataclass(frozen=True)
+class Outcome:
+    cluster: str
+    pool: str
+    action: str
+    done: bool
+    message: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class ApplyResult:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(o.done for o in self.outcomes)
+
+    @property
+    def done(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.done]
+
+    @property
+    def not_done(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.done]
+
+
+class Reporter(Protocol):
+    def cluster_waiting(self, cluster: str, why: str) -> None: ...
+    def change_started(self, change: Change) -> None: ...
+    def change_retrying(self, change: Change, error: DriverError, delay: float) -> None: ...
+    def change_finished(self, outcome: Outcome) -> None: ...
+
+
+class SilentReporter:
+    def cluster_waiting(self, cluster: str, why: str) -> None:
+        pass
+
+    def change_started(self, change: Change) -> None:
+        pass
+
+    def change_retrying(self, change: Change, error: DriverError, delay: float) -> None:
+        pass
+
+    def change_finished(self, outcome: Outcome) -> None:
+        pass
+
+
+@dataclass
+class Applier:
+    drivers: Drivers
+    locks: FileLocks
+    lock_timeout: float = 300.0
+    policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(attempts=12))
+    operation_timeout: float = OPERATION_TIMEOUT
+    reporter: Reporter = field(default_factory=SilentReporter)
+
+    def run(self, plan: Plan) -> ApplyResult:
+        work = [c for c in plan.clusters if c.changes]
+        result = ApplyResult()
+        if not work:
+            return result
+        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(work))) as pool:
+            for outcomes in pool.map(self._run_cluster, work):
+                result.outcomes.extend(outcomes)
+        return result
+
+    def _run_cluster(self, planned: ClusterPlan) -> list[Outcome]:
+        cluster = planned.cluster
+        driver = self.drivers(cluster.cloud)
+        try:
+            with self.locks.hold(cluster.target, self.lock_timeout, f"cluster {cluster.name}"):
+                self._settle(driver, cluster, planned)
+                return [self._carry_out(driver, cluster, change) for change in planned.changes]
+        except DriverError as error:  # the lock, the settling or the staleness check
+            return [Outcome(cluster.name, c.pool, c.action, False, str(error)) for c in planned.changes]
+
+    def _settle(self, driver: Driver, cluster: Cluster, planned: ClusterPlan) -> None:
+        """Wait for operations still running in the cluster, then refuse if it changed since the plan."""
+
+        def settled() -> list[PoolState] | None:
+            pools = self.policy.call(lambda: driver.list_pools(cluster))
+            return pools if all(p.status != "changing" for p in pools) else None
+
+        pools = settled()
+        if pools is None:
+            running = ", ".join(planned.in_progress) or "a pool"
+            self.reporter.cluster_waiting(cluster.name, f"waiting for the operation on {running} to finish")
+            pools = wait_until(settled, self.operation_timeout, f"the running operation in {cluster.name}")
+        if fingerprint(pools) != planned.fingerprint:
+            raise DriverError(
+                f"plan is stale: cluster {cluster.name} changed since it was planned; run plan again"
+            )
+
+    def _carry_out(self, driver: Driver, cluster: Cluster, change: Change) -> Outcome:
+        self.reporter.change_started(change)
+        started = time.monotonic()
+        steps: dict[str, Callable[[], object]] = {
+            "create": lambda: self._create(driver, cluster, change),
+            "update": lambda: driver.update_pool(cluster, change.desired),  # type: ignore[arg-type]
+            "replace": lambda: self._replace(driver, cluster, change),
+            "delete": lambda: self._delete(driver, cluster, change.pool),
+        }
+        try:
+            self._retrying(change, steps[change.action])
+        except DriverError as error:
+            outcome = Outcome(
+                cluster.name, change.pool, change.action, False, str(error), time.monotonic() - started
+            )
+        else:
+            outcome = Outcome(cluster.name, change.pool, change.action, True, "", time.monotonic() - started)
+        self.reporter.change_finished(outcome)
+        return outcome
+
+    def _retrying(self, change: Change, step: Callable[[], object]) -> object:
+        return self.policy.call(
+            step, on_retry=lambda error, delay: self.reporter.change_retrying(change, error, delay)
+        )
+
+    def _create(self, driver: Driver, cluster: Cluster, change: Change) -> None:
+        """Create, or, where an earlier attempt's request did reach the cloud, wait for that pool."""
+        assert change.desired is not None
+        try:
+            driver.create_pool(cluster, change.desired)
+        except DriverError:
+            existing = {p.name: p for p in driver.list_pools(cluster)}.get(change.pool)
+            if existing is None or not existing.owned:
+                raise
+            wait_until(
+                lambda: True if self._ready(driver, cluster, change.pool) else None,
+                self.operation_timeout,
+                f"creating {change.pool}",
+            )
+
+    def _replace(self, driver: Driver, cluster: Cluster, change: Change) -> None:
+        self._delete(driver, cluster, change.pool)
+        self._retrying(change, lambda: self._create(driver, cluster, change))
+
+    @staticmethod
+    def _delete(driver: Driver, cluster: Cluster, name: str) -> None:
+        with contextlib.suppress(NotFound):  # gone already: a retry after the cloud took the first request
+            driver.delete_pool(cluster, name)
+
+    @staticmethod
+    def _ready(driver: Driver, cluster: Cluster, name: str) -> bool:
+        pool = {p.name: p for p in driver.list_pools(cluster)}.get(name)
+        if pool is not None and pool.status == "failed":
+            raise DriverError(f"pool {name} failed to create")
+        return pool is not None and pool.status == "ready"

@@ -1,0 +1,201 @@
+"""Desired vs observed -> Plan: per cluster, which pools to create, update in place, replace or delete.
+
+Pools the tool does not own never appear, except as a conflict when the fleet names one. Which
+fields a cloud changes in place is data (`inPlace` in hardware/clouds.yaml).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from provisioner.fleet import Cluster
+from provisioner.observe import Observation
+from provisioner.pools import POOL_FIELDS, PoolState, Scaling
+from provisioner.sharing import CompiledCluster, desired_state
+
+Action = Literal["create", "update", "replace", "delete"]
+ACTIONS: tuple[Action, ...] = ("create", "update", "replace", "delete")
+# The order a cluster's operations run in: a replaced pool's name must be free before its new
+# pool is created, and deletes go last so capacity is added before it is removed.
+_RUN_ORDER = {"update": 0, "create": 1, "replace": 2, "delete": 3}
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    field: str
+    before: Any
+    after: Any
+    forces_replacement: bool = False
+
+
+@dataclass(frozen=True)
+class Change:
+    cluster: str
+    pool: str
+    action: Action
+    fields: tuple[FieldChange, ...] = ()
+    desired: PoolState | None = None  # None for delete
+    reason: str = ""  # why a replace: the fields that force it, or a failed pool
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "pool": self.pool,
+            "action": self.action,
+            "fields": [
+                {
+                    "field": f.field,
+                    "before": f.before,
+                    "after": f.after,
+                    "forces_replacement": f.forces_replacement,
+                }
+                for f in self.fields
+            ],
+            **({"reason": self.reason} if self.reason else {}),
+        }
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    cluster: Cluster
+    changes: tuple[Change, ...] = ()
+    fingerprint: str = ""  # of the observed pools, so apply can tell whether the cluster changed since
+    in_progress: tuple[str, ...] = ()  # pools with an operation still running: apply waits for them
+    conflicts: tuple[str, ...] = ()  # fleet pools that exist but are not the tool's: never touched
+    error: str | None = None  # the cluster could not be observed
+
+
+@dataclass(frozen=True)
+class Plan:
+    clusters: tuple[ClusterPlan, ...]
+    destroy: bool = False
+
+    @property
+    def changes(self) -> list[Change]:
+        return [change for cluster in self.clusters for change in cluster.changes]
+
+    @property
+    def summary(self) -> dict[str, int]:
+        counts = Counter(change.action for change in self.changes)
+        return {action: counts.get(action, 0) for action in ACTIONS}
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{c.cluster.name}: {c.error}" for c in self.clusters if c.error] + [
+            f"{c.cluster.name}: {conflict}" for c in self.clusters for conflict in c.conflicts
+        ]
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "changes": [change.json() for change in self.changes],
+            "summary": self.summary,
+            "in_progress": [f"{c.cluster.name}/{pool}" for c in self.clusters for pool in c.in_progress],
+            "errors": self.errors,
+        }
+
+
+def fingerprint(pools: Sequence[PoolState]) -> str:
+    """A digest of a cluster's pools as observed: equal digests, same pools (status aside)."""
+    rows = sorted(json.dumps(state_json(p), sort_keys=True) for p in pools)
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
+
+
+def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: bool = False) -> ClusterPlan:
+    """The changes that bring the observed cluster to the compiled one (to no owned pools, if destroy)."""
+    cluster = compiled.cluster
+    if observation.error is not None:
+        return ClusterPlan(cluster, error=str(observation.error))
+    desired = {} if destroy else {p.pool.name: desired_state(p) for p in compiled.pools}
+    observed = {p.name: p for p in observation.pools}
+    in_place = compiled.cloud.in_place
+    changes: list[Change] = []
+    conflicts: list[str] = []
+    for name, want in desired.items():
+        have = observed.get(name)
+        if have is None:
+            changes.append(Change(cluster.name, name, "create", _all_fields(want), want))
+        elif not have.owned:
+            conflicts.append(
+                f"pool {name} exists but was not created by provisioner; it is left alone "
+                "(rename the pool in the fleet, or remove the existing one yourself)"
+            )
+        else:
+            change = _compare(cluster.name, want, have, in_place)
+            if change is not None:
+                changes.append(change)
+    for name, have in observed.items():
+        if have.owned and name not in desired:
+            changes.append(Change(cluster.name, name, "delete", _all_fields(have, removed=True)))
+    changes.sort(key=lambda c: (_RUN_ORDER[c.action], c.pool))
+    return ClusterPlan(
+        cluster,
+        tuple(changes),
+        fingerprint(observation.pools),
+        in_progress=tuple(p.name for p in observation.pools if p.status == "changing"),
+        conflicts=tuple(conflicts),
+    )
+
+
+def diff(
+    compiled: Sequence[CompiledCluster], observations: Sequence[Observation], destroy: bool = False
+) -> Plan:
+    by_name = {o.cluster.name: o for o in observations}
+    return Plan(tuple(diff_cluster(c, by_name[c.cluster.name], destroy) for c in compiled), destroy=destroy)
+
+
+def _compare(cluster: str, want: PoolState, have: PoolState, in_place: frozenset[str]) -> Change | None:
+    if have.status == "failed":
+        return Change(
+            cluster, want.name, "replace", _all_fields(want), want, reason="its last operation failed"
+        )
+    names = want.differences(have)
+    if not names:
+        return None
+    fields = tuple(
+        FieldChange(
+            name,
+            value_json(name, getattr(have, name)),
+            value_json(name, getattr(want, name)),
+            name not in in_place,
+        )
+        for name in names
+    )
+    forcing = [f.field for f in fields if f.forces_replacement]
+    if forcing:
+        return Change(
+            cluster, want.name, "replace", fields, want, reason=f"{', '.join(forcing)} cannot change in place"
+        )
+    return Change(cluster, want.name, "update", fields, want)
+
+
+def _all_fields(state: PoolState, removed: bool = False) -> tuple[FieldChange, ...]:
+    values = [(name, value_json(name, getattr(state, name))) for name in POOL_FIELDS]
+    return tuple(
+        FieldChange(name, value if removed else None, None if removed else value)
+        for name, value in values
+        if value not in (None, [], {})
+    )
+
+
+def value_json(name: str, value: Any) -> Any:
+    """A PoolState field as plain JSON, in the spelling plan output shows."""
+    if isinstance(value, Scaling):
+        return f"{value.min}-{value.max}" if value.autoscaling else value.min
+    if name == "labels":
+        return dict(value)
+    if name == "taints":
+        return [str(t) for t in value]
+    if name == "sharing" and value is not None:
+        return f"{value.strategy} x{value.clients_per_gpu}"
+    return value
+
+
+def state_json(state: PoolState) -> dict[str, Any]:
+    return {"name": state.name, "owned": state.owned} | {
+        name: value_json(name, getattr(state, name)) for name in POOL_FIELDS
+    }
