@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -209,6 +210,7 @@ def serve(
         out.print("sandbox stopped")
 
 
+@functools.cache  # one set of drivers (and SDK clients) per run, shared by plan and apply
 def _drivers(sandbox: Path | None) -> Drivers:
     from provisioner.observe import Drivers
 

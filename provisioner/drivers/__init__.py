@@ -6,7 +6,9 @@ errors below, and returns PoolStates; nothing of the SDK leaves the module.
 
 from __future__ import annotations
 
+import importlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -130,6 +132,17 @@ def wait_until(
             raise OperationTimeout(f"{what} did not finish within {timeout:g} s")
         sleep(min(wait, remaining))
     raise AssertionError("unreachable")  # poll_intervals never ends
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+def import_sdk(*modules: str) -> None:
+    """Import a driver's SDK modules now, from one thread: SDKs import more on first use, and first
+    imports racing in worker threads can deadlock (importlib's _DeadlockError)."""
+    with _IMPORT_LOCK:
+        for module in modules:
+            importlib.import_module(module)
 
 
 ENDPOINTS_FILE = "endpoints.json"

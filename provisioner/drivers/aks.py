@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,7 @@ from provisioner.drivers import (
     OperationTimeout,
     Throttled,
     Unavailable,
+    import_sdk,
     poll_intervals,
 )
 from provisioner.fleet import AksCluster
@@ -38,6 +40,17 @@ class AksDriver:
         self._clients: dict[str, Any] = {}
         # The sandbox speaks plain HTTP on loopback; azure-core refuses bearer tokens over it unless told.
         self._options: dict[str, Any] = {"enforce_https": False} if endpoint else {}
+        self._clients_lock = threading.Lock()
+        import_sdk(
+            "azure.core.credentials",
+            "azure.core.exceptions",
+            "azure.core.pipeline.transport",
+            "azure.identity",
+            "azure.mgmt.containerservice",
+            "azure.mgmt.containerservice.models",
+            "azure.mgmt.core.polling.arm_polling",
+            "requests",
+        )
 
     # Driver protocol
 
@@ -82,7 +95,10 @@ class AksDriver:
 
     def _pools(self, cluster: AksCluster) -> Any:
         """The agent_pools operations of a client for the cluster's subscription (one client each)."""
-        subscription = cluster.subscription
+        with self._clients_lock:
+            return self._client(cluster.subscription).agent_pools
+
+    def _client(self, subscription: str) -> Any:
         if subscription not in self._clients:
             from azure.mgmt.containerservice import ContainerServiceClient
 
@@ -95,7 +111,7 @@ class AksDriver:
                 credential = _SandboxCredential()
                 options["base_url"] = self._endpoint
             self._clients[subscription] = ContainerServiceClient(credential, subscription, **options)
-        return self._clients[subscription].agent_pools
+        return self._clients[subscription]
 
     def _read(self, cluster: AksCluster, name: str) -> PoolState:
         with _sdk_errors():

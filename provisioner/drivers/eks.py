@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,10 +22,12 @@ from provisioner.drivers import (
     OperationFailed,
     Throttled,
     Unavailable,
+    import_sdk,
     wait_until,
 )
 from provisioner.fleet import EksCluster
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
+from provisioner.retry import RetryPolicy
 
 # The NVIDIA AL2023 image: driver and container toolkit included; AL2 GPU images end with 1.32 (FACTS.md).
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
@@ -50,6 +53,8 @@ class EksDriver:
         self._endpoint = endpoint  # a sandbox's endpoint_url; None: the region's EKS endpoint
         self._operation_timeout = operation_timeout
         self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()
+        import_sdk("boto3", "botocore.config", "botocore.exceptions")
 
     # Driver protocol
 
@@ -61,8 +66,11 @@ class EksDriver:
                 for page in client.get_paginator("list_nodegroups").paginate(clusterName=cluster.cluster)
                 for name in page["nodegroups"]
             ]
+        # One listing is one call elsewhere; here it is 1 + N, so each describe is retried on its
+        # own, lest one throttled describe fail the whole listing.
+        policy = RetryPolicy()
         with ThreadPoolExecutor(max_workers=DESCRIBE_CONCURRENCY) as pool:
-            return list(pool.map(lambda name: self._read(cluster, name), names))
+            return list(pool.map(lambda name: policy.call(lambda: self._read(cluster, name)), names))
 
     def create_pool(self, cluster: EksCluster, desired: PoolState) -> PoolState:
         scaling = desired.scaling
@@ -142,6 +150,10 @@ class EksDriver:
     # The SDK
 
     def _client(self, cluster: EksCluster) -> Any:
+        with self._clients_lock:  # boto3 sessions and client creation are not thread-safe
+            return self._make_client(cluster)
+
+    def _make_client(self, cluster: EksCluster) -> Any:
         if cluster.region not in self._clients:
             import boto3
             from botocore.config import Config

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from provisioner.drivers import (
     OperationFailed,
     Throttled,
     Unavailable,
+    import_sdk,
     wait_until,
 )
 from provisioner.fleet import GkeCluster
@@ -44,6 +46,15 @@ class GkeDriver:
         self._endpoint = endpoint  # a sandbox's REST api_endpoint; None: container.googleapis.com
         self._operation_timeout = operation_timeout
         self._client_instance: Any = None
+        self._client_lock = threading.Lock()
+        import_sdk(
+            "google.cloud.container_v1",
+            "google.api_core.exceptions",
+            "google.auth.credentials",
+            "google.auth.exceptions",
+            "google.auth.transport.requests",
+            "requests",
+        )
 
     # Driver protocol
 
@@ -106,6 +117,10 @@ class GkeDriver:
 
     @property
     def _client(self) -> Any:
+        with self._client_lock:
+            return self._make_client()
+
+    def _make_client(self) -> Any:
         if self._client_instance is None:
             from google.cloud import container_v1 as gke
 

@@ -1,0 +1,335 @@
+"""plan, apply and destroy end to end: the CLI, the real SDKs, the emulators."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from provisioner.cli import main
+from provisioner.drivers import connect
+from provisioner.pools import Scaling
+from provisioner.sandbox.server import Sandbox, SandboxSettings
+from provisioner.sharing import compile_file
+
+POOLS = {
+    "aks": """
+      - {name: mig, instanceType: Standard_NC24ads_A100_v4, gpu: {mig: 1g.10gb}, nodes: {min: 0, max: 3}}
+      - {name: shared, instanceType: Standard_NC4as_T4_v3, gpu: {sharing: time-slicing, replicas: 4},
+         nodes: {min: 0, max: 2}}
+      - {name: spare, instanceType: Standard_NC4as_T4_v3, nodes: {count: 1}}
+""",
+    "gke": """
+      - {name: mig, instanceType: a2-highgpu-1g, gpu: {mig: 1g.5gb}, nodes: {min: 0, max: 3}}
+      - {name: shared, instanceType: g2-standard-8, gpu: {sharing: mps, replicas: 4}, nodes: {min: 0, max: 2}}
+      - {name: spare, instanceType: g2-standard-8, nodes: {count: 1}}
+""",
+    "eks": """
+      - {name: mig, instanceType: p4d.24xlarge, gpu: {mig: 1g.5gb}, nodes: {min: 0, max: 3}}
+      - {name: shared, instanceType: g5.xlarge, gpu: {sharing: time-slicing, replicas: 4},
+         nodes: {min: 0, max: 2}}
+      - {name: spare, instanceType: g5.xlarge, nodes: {count: 1}}
+""",
+}
+
+
+def fleet_text(suffix: str, pools: dict[str, str] = POOLS) -> str:
+    """One cluster per cloud, named uniquely (moto's EKS state lives as long as the process)."""
+    return f"""\
+clusters:
+  - name: azure
+    cloud: aks
+    subscription: 22222222-2222-2222-2222-222222222222
+    resourceGroup: rg-{suffix}
+    cluster: aks-{suffix}
+    pools:{pools["aks"]}
+  - name: gcp
+    cloud: gke
+    project: project-{suffix}
+    location: europe-west4
+    cluster: gke-{suffix}
+    pools:{pools["gke"]}
+  - name: aws
+    cloud: eks
+    region: us-west-2
+    cluster: eks-{suffix}
+    nodeRole: arn:aws:iam::123456789012:role/nodes
+    subnets: [subnet-0abc1234]
+    pools:{pools["eks"]}
+"""
+
+
+class World:
+    """A sandbox seeded with a fresh fleet, and the CLI pointed at it."""
+
+    def __init__(self, tmp_path: Path, settings: SandboxSettings):
+        self.suffix = uuid.uuid4().hex[:8]
+        self.fleet = tmp_path / "fleet.yaml"
+        self.fleet.write_text(fleet_text(self.suffix), encoding="utf-8")
+        compiled = compile_file(self.fleet)
+        self.sandbox = Sandbox(tmp_path / "sandbox", settings).start([c.cluster for c in compiled.clusters])
+        self.runner = CliRunner()
+
+    def run(self, *args: str, input: str | None = None) -> Result:
+        env = {"PROVISIONER_SANDBOX": str(self.sandbox.directory), "PROVISIONER_LOCK_DIR": ""}
+        return self.runner.invoke(main, list(args), env=env, input=input, catch_exceptions=False)
+
+    def edit(self, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        self.fleet.write_text(fleet_text(self.suffix, change(dict(POOLS))), encoding="utf-8")
+
+    def plan_json(self) -> dict:
+        result = self.run("plan", str(self.fleet), "--json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    made = World(tmp_path, SandboxSettings(op_seconds=0.05))
+    yield made
+    made.sandbox.stop()
+
+
+def test_apply_converges_and_each_kind_of_change_plans_its_action(world: World):
+    first = world.run("plan", str(world.fleet), "--detailed-exitcode")
+    assert first.exit_code == 2
+    assert "Plan: 9 to create, 0 to update, 0 to replace, 0 to delete." in first.stdout
+    assert "system" not in first.stdout and "default-pool" not in first.stdout  # never the unowned pools
+
+    applied = world.run("apply", str(world.fleet), "--auto-approve")
+    assert applied.exit_code == 0, applied.output
+    assert "Apply complete: 9 created" in applied.stdout
+    assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 0
+
+    def changed(pools: dict[str, str]) -> dict[str, str]:
+        return {
+            cloud: text.replace("nodes: {min: 0, max: 3}", "nodes: {min: 1, max: 5}")  # mig: bounds
+            .replace("1g.10gb", "2g.20gb")  # AKS mig profile
+            .replace("mig: 1g.5gb", "mig: 2g.10gb")  # GKE and EKS mig profile
+            .replace(text.splitlines()[-1], "")  # spare: removed from the fleet
+            for cloud, text in pools.items()
+        }
+
+    world.edit(changed)
+    plan = world.plan_json()
+    actions = {(c["cluster"], c["pool"]): c["action"] for c in plan["changes"]}
+    assert actions == {
+        ("azure", "mig"): "replace",  # gpuInstanceProfile is fixed at creation
+        ("gcp", "mig"): "replace",  # so is gpu_partition_size
+        ("aws", "mig"): "update",  # on EKS MIG is the mig.config label, which changes in place
+        ("azure", "spare"): "delete",
+        ("gcp", "spare"): "delete",
+        ("aws", "spare"): "delete",
+    }
+    replace = next(c for c in plan["changes"] if (c["cluster"], c["action"]) == ("gcp", "replace"))
+    forcing = {f["field"]: f for f in replace["fields"]}
+    assert forcing["mig_setting"] == {
+        "field": "mig_setting",
+        "before": "1g.5gb",
+        "after": "2g.10gb",
+        "forces_replacement": True,
+    }
+    assert forcing["scaling"]["forces_replacement"] is False
+    assert plan["summary"] == {"create": 0, "update": 1, "replace": 2, "delete": 3}
+
+    text = world.run("plan", str(world.fleet)).stdout
+    assert "mig must be replaced (mig_setting cannot change in place)" in text
+    assert "mig_setting: 1g.5gb -> 2g.10gb  # forces replacement" in text
+
+    assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+    assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 0
+
+
+def test_a_bounds_change_is_an_update_in_place(world: World):
+    assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+    world.edit(
+        lambda pools: {
+            c: t.replace("nodes: {min: 0, max: 2}", "nodes: {min: 1, max: 4}") for c, t in pools.items()
+        }
+    )
+    plan = world.plan_json()
+    assert {(c["cluster"], c["pool"], c["action"]) for c in plan["changes"]} == {
+        ("azure", "shared", "update"),
+        ("gcp", "shared", "update"),
+        ("aws", "shared", "update"),
+    }
+    assert plan["changes"][0]["fields"] == [
+        {"field": "scaling", "before": "0-2", "after": "1-4", "forces_replacement": False}
+    ]
+
+
+def test_a_saved_plan_is_refused_when_its_cluster_changed_since(world: World, tmp_path: Path):
+    saved = tmp_path / "fleet.plan"
+    assert world.run("plan", str(world.fleet), "--out", str(saved)).exit_code == 0
+    document = saved.read_text()
+    assert "token" not in document.lower() and "secret" not in document.lower()
+
+    compiled = compile_file(world.fleet)
+    gcp = compiled.cluster("gcp")
+    driver = connect("gke", world.sandbox.directory)
+    from provisioner.sharing import desired_state
+
+    driver.create_pool(gcp.cluster, desired_state(gcp.pools[2]))  # someone else creates "spare"
+
+    refused = world.run("apply", str(saved))
+    assert refused.exit_code == 1
+    assert "stale" in refused.output and "gcp" in refused.output
+    names = {p.name for p in driver.list_pools(gcp.cluster)}
+    assert names == {"default-pool", "spare"}  # nothing of the stale plan was carried out
+
+    fresh = tmp_path / "fresh.plan"
+    assert world.run("plan", str(world.fleet), "--out", str(fresh)).exit_code == 0
+    assert world.run("apply", str(fresh)).exit_code == 0
+    assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 0
+
+
+def test_apply_asks_first_and_a_no_changes_nothing(world: World):
+    declined = world.run("apply", str(world.fleet), input="no\n")
+    assert declined.exit_code == 1
+    assert "Cancelled: nothing was changed." in declined.output
+    assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 2
+
+
+def test_destroy_removes_only_the_pools_it_owns(world: World):
+    assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+    destroyed = world.run("destroy", str(world.fleet), "--auto-approve")
+    assert destroyed.exit_code == 0, destroyed.output
+    assert "9 deleted" in destroyed.stdout
+    listing = json.loads(world.run("pools", str(world.fleet), "--json").stdout)
+    assert {c["cluster"]: [p["pool"] for p in c["pools"]] for c in listing} == {
+        "azure": ["system"],
+        "gcp": ["default-pool"],
+        "aws": ["system"],
+    }
+
+
+def test_a_pool_named_in_the_fleet_but_not_owned_is_a_conflict_never_touched(tmp_path: Path):
+    world = World(tmp_path, SandboxSettings())
+    try:
+        world.edit(
+            lambda pools: {
+                **pools,
+                "gke": pools["gke"]
+                + "      - {name: default-pool, instanceType: g2-standard-8, nodes: {count: 1}}\n",
+            }
+        )
+        result = world.run("plan", str(world.fleet), "--detailed-exitcode")
+        assert result.exit_code == 1
+        assert "pool default-pool exists but was not created by provisioner" in result.output
+        assert "default-pool will be" not in result.output
+    finally:
+        world.sandbox.stop()
+
+
+def test_apply_converges_through_throttling_and_outages(tmp_path: Path):
+    world = World(tmp_path, SandboxSettings(fault_rate=0.3, seed=11))
+    try:
+        applied = world.run("apply", str(world.fleet), "--auto-approve")
+        assert applied.exit_code == 0, applied.output
+        assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 0
+    finally:
+        world.sandbox.stop()
+
+
+def test_scaling_a_fixed_pool_to_autoscaling_and_back(world: World):
+    assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+    world.edit(
+        lambda pools: {c: t.replace("nodes: {count: 1}", "nodes: {min: 1, max: 3}") for c, t in pools.items()}
+    )
+    assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+    compiled = compile_file(world.fleet)
+    for cluster in compiled.clusters:
+        spare = {
+            p.name: p
+            for p in connect(cluster.cluster.cloud, world.sandbox.directory).list_pools(cluster.cluster)
+        }["spare"]
+        assert spare.scaling == Scaling(1, 3, autoscaling=True)
+
+
+def test_a_killed_apply_is_finished_by_the_next_one_without_repeating_its_operation(tmp_path: Path):
+    """kill -9 mid-apply, in real processes: the rerun waits for the operation left running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(fleet_text(uuid.uuid4().hex[:8]), encoding="utf-8")
+    directory = tmp_path / "sandbox"
+    provisioner = [sys.executable, "-m", "provisioner"]
+    env = {**os.environ, "PROVISIONER_SANDBOX": str(directory)}
+    server = subprocess.Popen(
+        [
+            *provisioner,
+            "sandbox",
+            "serve",
+            "--dir",
+            str(directory),
+            "--seed",
+            str(fleet),
+            "--op-seconds",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (directory / "endpoints.json").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        gcp = compile_file(fleet).cluster("gcp").cluster
+        driver = connect("gke", directory)
+        first = subprocess.Popen(
+            [*provisioner, "apply", str(fleet), "--auto-approve"], env=env, stdout=subprocess.DEVNULL
+        )
+        while not any(p.status == "changing" for p in driver.list_pools(gcp)):
+            assert time.monotonic() < deadline, "apply never started an operation"
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+
+        second = subprocess.run(
+            [*provisioner, "apply", str(fleet), "--auto-approve"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert second.returncode == 0, second.stdout + second.stderr
+        # The pools whose creation was cut off (one per cluster at most) are waited for, not created again.
+        created = int(re.search(r"Apply complete: (\d+) created", second.stdout)[1])  # type: ignore[index]
+        assert 6 <= created < 9
+        assert "waiting for operations still running" in second.stdout or created == 6
+        again = subprocess.run(
+            [*provisioner, "plan", str(fleet), "--detailed-exitcode"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert again.returncode == 0, again.stdout
+        assert sorted(p.name for p in driver.list_pools(gcp)) == ["default-pool", "mig", "shared", "spare"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=10)
+
+
+def test_two_applies_on_one_cluster_never_interleave(world: World):
+    from provisioner.locks import FileLocks
+
+    gcp = compile_file(world.fleet).cluster("gcp").cluster
+    with FileLocks(world.sandbox.directory / "locks").hold(gcp.target, 0, "another apply"):
+        blocked = world.run("apply", str(world.fleet), "--auto-approve", "--lock-timeout", "0.3")
+    assert blocked.exit_code == 1
+    assert f"cluster gcp is locked by pid {os.getpid()}" in blocked.output
+    assert "Apply incomplete: 6 created" in blocked.output  # the other clusters went ahead
+    assert "Run apply again" in blocked.output
+    finished = world.run("apply", str(world.fleet), "--auto-approve")
+    assert "Apply complete: 3 created" in finished.output
