@@ -1,11 +1,11 @@
-# `make demo` and `make test` are the whole set-up on a fresh clone: each creates .venv and
+# `make demo`, `make test` and `make bench` are the whole set-up on a fresh clone: each creates .venv and
 # installs the project with its test extras the first time.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint clean
+.PHONY: demo test bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/provisioner validate examples/fleet.yaml
-	$(BIN)/provisioner render examples/fleet.yaml
+	bash scripts/demo.sh
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from provisioner.plan import Plan
 
 # Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup.
-out = Console(highlight=False)
+# Piped output gets room for whole instance-type names rather than a terminal's default 80 columns.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 
 
 class _Group(click.Group):

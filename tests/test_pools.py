@@ -91,8 +91,8 @@ def test_gke_changes_disk_size_in_place_and_aks_eks_do_not():
 
 def test_poll_intervals_grow_to_a_ceiling_far_below_thirty_seconds():
     intervals = poll_intervals()
-    first = [next(intervals) for _ in range(12)]
-    assert first[0] == 0.2 and first == sorted(first) and max(first) == 5.0
+    first = [next(intervals) for _ in range(20)]
+    assert first[0] == 0.1 and first == sorted(first) and max(first) == 5.0
 
 
 def test_wait_until_returns_the_result_or_times_out():

@@ -96,9 +96,10 @@ class Driver(Protocol):
         ...
 
 
-def poll_intervals(first: float = 0.2, factor: float = 1.5, ceiling: float = 5.0) -> Iterator[float]:
+def poll_intervals(first: float = 0.1, factor: float = 1.3, ceiling: float = 5.0) -> Iterator[float]:
     """Sleeps between polls: short at first (sandbox and quick operations finish fast), then
-    growing to a ceiling, never the Azure SDK's fixed 30 seconds."""
+    growing to a ceiling, never the Azure SDK's fixed 30 seconds. Growing by 1.3, a poll notices
+    an operation's end within about a quarter of its time (up to the ceiling)."""
     interval = first
     while True:
         yield interval

@@ -1,0 +1,1 @@
+"""Benchmarks against the sandbox: `make bench` runs them all (bench/run.py)."""

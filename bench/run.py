@@ -1,0 +1,67 @@
+"""`make bench`: run every benchmark against the sandbox, write bench/results.json and
+bench/results.md, and put the table in the README between its bench markers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from bench.figures import Figure
+
+HERE = Path(__file__).resolve().parent
+README = HERE.parent / "README.md"
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def benchmarks() -> dict[str, object]:
+    from bench import bench_apply, bench_plan
+
+    return {"plan": bench_plan, "apply": bench_apply}
+
+
+def table(figures: list[Figure]) -> str:
+    rows = [
+        "| figure | provisioner | baseline | baseline value | ratio (baseline / provisioner) |",
+        "|---|---|---|---|---|",
+    ]
+    for f in figures:
+        rows.append(
+            f"| {f.name} | {f.value:g} {f.unit} | {f.baseline_name} | {f.baseline:g} {f.unit} | {f.ratio:g} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*", help="only these benchmarks")
+    args = parser.parse_args()
+    figures: list[Figure] = []
+    started = time.perf_counter()
+    for name, module in benchmarks().items():
+        if args.names and name not in args.names:
+            continue
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        figures += module.run()  # type: ignore[attr-defined]
+    machine = f"{platform.python_implementation()} {platform.python_version()}, {platform.machine()}"
+    document = {
+        "machine": machine,
+        "seconds": round(time.perf_counter() - started, 1),
+        "figures": [f.json() for f in figures],
+    }
+    (HERE / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    markdown = table(figures)
+    (HERE / "results.md").write_text(markdown, encoding="utf-8")
+    readme = README.read_text(encoding="utf-8")
+    if BEGIN in readme and END in readme:
+        head, rest = readme.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        README.write_text(f"{head}{BEGIN}\n{markdown}{END}{tail}", encoding="utf-8")
+    print(markdown, end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The main job end to end on the built-in sandbox: start it, seed examples/fleet.yaml, plan,
+# apply, show the pools, plan again (no changes), stop it.
+set -euo pipefail
+
+provisioner=".venv/bin/provisioner"
+fleet="examples/fleet.yaml"
+sandbox="$(mktemp -d)"
+
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+
+step provisioner validate "$fleet"
+"$provisioner" validate "$fleet"
+
+step provisioner sandbox serve --dir "$sandbox" --seed "$fleet" --op-seconds 1 --latency-ms 20 '&'
+"$provisioner" sandbox serve --dir "$sandbox" --seed "$fleet" --op-seconds 1 --latency-ms 20 &
+server=$!
+stop() { kill -TERM "$server" 2>/dev/null && wait "$server" || true; rm -rf "$sandbox"; }
+trap stop EXIT
+for _ in $(seq 100); do [ -f "$sandbox/endpoints.json" ] && break; sleep 0.1; done
+[ -f "$sandbox/endpoints.json" ] || { echo "the sandbox did not start" >&2; exit 1; }
+export PROVISIONER_SANDBOX="$sandbox"
+
+step provisioner render "$fleet" --out-dir "$sandbox/k8s"
+"$provisioner" render "$fleet" --out-dir "$sandbox/k8s"
+
+step provisioner plan "$fleet"
+"$provisioner" plan "$fleet"
+
+step provisioner apply "$fleet" --auto-approve
+"$provisioner" apply "$fleet" --auto-approve
+
+step provisioner pools "$fleet"
+"$provisioner" pools "$fleet"
+
+step provisioner plan "$fleet" --detailed-exitcode
+"$provisioner" plan "$fleet" --detailed-exitcode
