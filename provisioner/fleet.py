@@ -180,6 +180,11 @@ class AksCluster(_ClusterSpec):
     def target(self) -> tuple[str, ...]:
         return ("aks", self.subscription.lower(), self.resource_group.lower(), self.cluster)
 
+    @property
+    def scope(self) -> tuple[str, str]:
+        """(account, location), as the catalog records where a cluster lives."""
+        return self.subscription.lower(), self.resource_group.lower()
+
 
 class GkeCluster(_ClusterSpec):
     cloud: Literal["gke"]
@@ -189,6 +194,10 @@ class GkeCluster(_ClusterSpec):
     @property
     def target(self) -> tuple[str, ...]:
         return ("gke", self.project, self.location, self.cluster)
+
+    @property
+    def scope(self) -> tuple[str, str]:
+        return self.project, self.location
 
 
 class EksCluster(_ClusterSpec):
@@ -202,6 +211,10 @@ class EksCluster(_ClusterSpec):
     @property
     def target(self) -> tuple[str, ...]:
         return ("eks", self.region, self.cluster)
+
+    @property
+    def scope(self) -> tuple[str, str]:
+        return self.node_role.split(":")[4], self.region  # the AWS account, from the role's ARN
 
 
 Cluster = Annotated[Union[AksCluster, GkeCluster, EksCluster], Field(discriminator="cloud")]  # noqa: UP007

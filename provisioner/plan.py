@@ -61,12 +61,21 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Conflict:
+    pool: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     cluster: Cluster
     changes: tuple[Change, ...] = ()
     fingerprint: str = ""  # of the observed pools, so apply can tell whether the cluster changed since
     in_progress: tuple[str, ...] = ()  # pools with an operation still running: apply waits for them
-    conflicts: tuple[str, ...] = ()  # fleet pools that exist but are not the tool's: never touched
+    conflicts: tuple[Conflict, ...] = ()  # fleet pools that exist but are not the tool's: never touched
     error: str | None = None  # the cluster could not be observed
 
 
@@ -114,15 +123,18 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
     observed = {p.name: p for p in observation.pools}
     in_place = compiled.cloud.in_place
     changes: list[Change] = []
-    conflicts: list[str] = []
+    conflicts: list[Conflict] = []
     for name, want in desired.items():
         have = observed.get(name)
         if have is None:
             changes.append(Change(cluster.name, name, "create", _all_fields(want), want))
         elif not have.owned:
             conflicts.append(
-                f"pool {name} exists but was not created by provisioner; it is left alone "
-                "(rename the pool in the fleet, or remove the existing one yourself)"
+                Conflict(
+                    name,
+                    f"pool {name} exists but was not created by provisioner; it is left alone "
+                    "(rename the pool in the fleet, or remove the existing one yourself)",
+                )
             )
         else:
             change = _compare(cluster.name, want, have, in_place)

@@ -102,6 +102,7 @@ class PoolState:
     taints: tuple[Taint, ...]
     owned: bool = True  # False: a pool this tool did not create; never updated or deleted
     status: PoolStatus = field(default="ready", compare=False)
+    nodes: int | None = field(default=None, compare=False)  # nodes now, where the cloud says
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(sorted(dict(self.labels).items())))

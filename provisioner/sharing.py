@@ -19,6 +19,7 @@ from provisioner.source import Diagnostic, FleetError, Loc
 
 DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_CONFIG_PREFIX = "all-"  # mig-parted's default configs name every-GPU-alike layouts all-<profile>
 # Labels the tool derives from gpu: a user's own value would silently fight it.
 TOOL_LABELS = {DEVICE_PLUGIN_LABEL: "gpu.sharing", MIG_CONFIG_LABEL: "gpu.mig"}
 
@@ -45,6 +46,15 @@ class DevicePluginConfig:
     @property
     def key(self) -> str:
         return f"{_CONFIG_KEY_PREFIX[self.mode]}-{self.replicas}"
+
+    @classmethod
+    def from_key(cls, key: str) -> DevicePluginConfig | None:
+        """The config a node label's key names, where it is one this tool writes."""
+        prefix, _, replicas = key.rpartition("-")
+        modes = {p: mode for mode, p in _CONFIG_KEY_PREFIX.items()}
+        if prefix not in modes or not replicas.isdigit():
+            return None
+        return cls(modes[prefix], int(replicas))  # type: ignore[arg-type]
 
     def document(self) -> dict[str, Any]:
         section = {
@@ -83,7 +93,7 @@ class NodeSetup:
 
     @property
     def slices_per_gpu(self) -> int:
-        return (self.mig.instances if self.mig else 1) * (self.replicas or 1)
+        return slices_per_gpu(self.mig, self.replicas)
 
     @property
     def slices_per_node(self) -> int:
@@ -91,9 +101,18 @@ class NodeSetup:
 
     @property
     def memory_per_slice_gb(self) -> float:
-        """Memory one slice gets: isolated under MIG, a nominal share under time-slicing/MPS."""
-        device = self.mig.memory_gb if self.mig else self.gpu.memory_gb
-        return round(device / (self.replicas or 1), 2)
+        return memory_per_slice_gb(self.gpu, self.mig, self.replicas)
+
+
+def slices_per_gpu(mig: MigProfile | None, replicas: int | None) -> int:
+    """MIG instances per GPU (where partitioned) x clients per GPU or instance (where shared)."""
+    return (mig.instances if mig else 1) * (replicas or 1)
+
+
+def memory_per_slice_gb(gpu: Gpu, mig: MigProfile | None, replicas: int | None) -> float:
+    """Memory one slice gets: isolated under MIG, a nominal share under time-slicing/MPS."""
+    device = mig.memory_gb if mig else gpu.memory_gb
+    return round(device / (replicas or 1), 2)
 
 
 @dataclass(frozen=True)
@@ -216,7 +235,7 @@ def compile_pool(cloud: CloudProfile, pool: Pool) -> NodeSetup:
     if mig and cloud.mig_via == "pool-field":
         mig_setting = cloud.mig_setting(mig)
     elif mig:
-        labels[MIG_CONFIG_LABEL] = f"all-{mig.name}"
+        labels[MIG_CONFIG_LABEL] = MIG_CONFIG_PREFIX + mig.name
     return NodeSetup(
         instance_type=instance_type,
         gpus_per_node=gpus_per_node,

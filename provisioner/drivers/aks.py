@@ -188,6 +188,7 @@ def _observed(pool: Any) -> PoolState:
         taints=tuple(_taint(t) for t in pool.node_taints or []),
         owned=(pool.tags or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(_text(pool.provisioning_state) or "", "changing"),
+        nodes=pool.count,
     )
 
 

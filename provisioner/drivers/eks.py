@@ -233,6 +233,7 @@ def _observed(group: dict[str, Any]) -> PoolState:
         ),
         owned=(group.get("tags") or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(group.get("status", ""), "changing"),
+        nodes=scaling.get("desiredSize"),
     )
 
 

@@ -250,6 +250,7 @@ def _observed(pool: Any) -> PoolState:
         ),
         owned=config.resource_labels.get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(gke.NodePool.Status(message.status).name, "changing"),
+        nodes=None,  # a GKE NodePool carries no current size: its instance groups do
     )
 
 

@@ -1,0 +1,89 @@
+"""The catalog's tables (SQLAlchemy 2). Changing them means a new Alembic revision in migrations/."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+        datetime: DateTime(timezone=True),
+    }
+
+
+class ClusterRow(Base):
+    __tablename__ = "clusters"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(
+        String(200), unique=True
+    )  # the fleet's name, or cloud/account/... if discovered
+    cloud: Mapped[str] = mapped_column(String(16))
+    account: Mapped[str] = mapped_column(String(200))  # subscription, project or AWS account
+    location: Mapped[str] = mapped_column(String(200))  # resource group, GKE location or AWS region
+    cluster: Mapped[str] = mapped_column(String(200))  # the cloud's own cluster name
+    in_fleet: Mapped[bool] = mapped_column(default=True)  # False: found by sync --discover
+    observed_at: Mapped[datetime | None]  # when the pools below were listed
+    last_sync_at: Mapped[datetime | None]
+    status: Mapped[str] = mapped_column(String(16), default="new")  # ok | error | new
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class PoolRow(Base):
+    __tablename__ = "pools"
+    __table_args__ = (UniqueConstraint("cluster_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    instance_type: Mapped[str] = mapped_column(String(100))
+    gpu_model: Mapped[str | None] = mapped_column(String(100))
+    gpus_per_node: Mapped[int] = mapped_column(Integer)
+    mig_profile: Mapped[str | None] = mapped_column(String(32))
+    sharing: Mapped[str] = mapped_column(String(16))
+    replicas: Mapped[int | None]
+    slices_per_node: Mapped[int] = mapped_column(Integer)
+    memory_per_slice_gb: Mapped[float | None] = mapped_column(Float)
+    min_nodes: Mapped[int]
+    max_nodes: Mapped[int]
+    current_nodes: Mapped[int | None]
+    spot: Mapped[bool]
+    labels: Mapped[dict[str, Any]]
+    taints: Mapped[list[Any]]
+    owned: Mapped[bool]
+    first_seen: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    deleted_at: Mapped[datetime | None] = mapped_column(index=True)  # None: live
+
+
+class SyncRunRow(Base):
+    __tablename__ = "sync_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    shard: Mapped[str | None] = mapped_column(String(16))
+    clusters_ok: Mapped[int] = mapped_column(default=0)
+    clusters_failed: Mapped[int] = mapped_column(default=0)
+    pools_seen: Mapped[int] = mapped_column(default=0)
+    drift: Mapped[int] = mapped_column(default=0)
+    status: Mapped[str] = mapped_column(String(16), default="running")  # running | ok | failed
+
+
+class DriftRow(Base):
+    """A fleet cluster's pool that differs from the fleet: the latest sync's findings."""
+
+    __tablename__ = "drift"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
+    pool: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(16))  # missing | extra | changed
+    fields: Mapped[list[Any]]  # [{field, fleet, cloud}] for changed
+    detected_at: Mapped[datetime]

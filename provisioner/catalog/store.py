@@ -1,0 +1,368 @@
+"""Reads and writes the catalog. Each cluster is written in one transaction; concurrent writers
+never corrupt it: SQLite serialises them (BEGIN IMMEDIATE), PostgreSQL locks the cluster's row
+(the upsert), and a listing older than the one already stored is not written over it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, case, create_engine, delete, event, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from provisioner.capacity import Capacity
+from provisioner.catalog.models import ClusterRow, DriftRow, PoolRow, SyncRunRow
+from provisioner.pools import PoolState
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def default_url(sandbox: Path | None = None) -> str:
+    """PROVISIONER_CATALOG, else a SQLite file: DIR/catalog.db with a sandbox, or in XDG_DATA_HOME."""
+    if url := os.environ.get("PROVISIONER_CATALOG"):
+        return url
+    if sandbox is not None:
+        return f"sqlite:///{sandbox / 'catalog.db'}"
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return f"sqlite:///{data / 'provisioner' / 'catalog.db'}"
+
+
+@dataclass(frozen=True)
+class ClusterIdentity:
+    name: str
+    cloud: str
+    account: str
+    location: str
+    cluster: str
+    in_fleet: bool = True
+
+
+@dataclass(frozen=True)
+class ObservedPool:
+    state: PoolState
+    capacity: Capacity
+
+
+@dataclass(frozen=True)
+class DriftFinding:
+    pool: str
+    kind: str  # missing | extra | changed | conflict
+    fields: list[dict[str, Any]]
+
+
+def utc(moment: datetime | None) -> datetime | None:
+    """SQLite hands datetimes back without their zone; every time stored is UTC."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Store:
+    def __init__(self, url: str):
+        self.url = url
+        self.engine = _engine(url)
+        self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision (a no-op when it is there)."""
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    # Sync runs
+
+    def start_run(self, shard: str | None) -> int:
+        with self.engine.begin() as conn:
+            row = conn.execute(
+                self._insert(SyncRunRow)
+                .values(
+                    started_at=now(),
+                    shard=shard,
+                    clusters_ok=0,
+                    clusters_failed=0,
+                    pools_seen=0,
+                    drift=0,
+                    status="running",
+                )
+                .returning(SyncRunRow.id)
+            )
+            return row.scalar_one()
+
+    def finish_run(self, run_id: int, *, ok: int, failed: int, pools: int, drift: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(SyncRunRow)
+                .where(SyncRunRow.id == run_id)
+                .values(
+                    finished_at=now(),
+                    clusters_ok=ok,
+                    clusters_failed=failed,
+                    pools_seen=pools,
+                    drift=drift,
+                    status="failed" if failed else "ok",
+                )
+            )
+
+    # Clusters
+
+    def record_cluster(
+        self,
+        identity: ClusterIdentity,
+        pools: Sequence[ObservedPool],
+        drift: Sequence[DriftFinding],
+        observed_at: datetime,
+    ) -> bool:
+        """Write one cluster's listing in one transaction; False if a newer listing is stored."""
+        with self.engine.begin() as conn:
+            cluster_id, stored_at = self._upsert_cluster(conn, identity)
+            if stored_at is not None and stored_at > observed_at:
+                return False
+            conn.execute(
+                update(ClusterRow)
+                .where(ClusterRow.id == cluster_id)
+                .values(observed_at=observed_at, last_sync_at=now(), status="ok", last_error=None)
+            )
+            for pool in pools:
+                self._upsert_pool(conn, cluster_id, pool, observed_at)
+            names = [p.state.name for p in pools]
+            conn.execute(
+                update(PoolRow)
+                .where(
+                    PoolRow.cluster_id == cluster_id, PoolRow.deleted_at.is_(None), PoolRow.name.not_in(names)
+                )
+                .values(deleted_at=observed_at)
+            )
+            conn.execute(delete(DriftRow).where(DriftRow.cluster_id == cluster_id))
+            if drift:
+                conn.execute(
+                    self._insert(DriftRow),
+                    [
+                        {
+                            "cluster_id": cluster_id,
+                            "pool": d.pool,
+                            "kind": d.kind,
+                            "fields": d.fields,
+                            "detected_at": observed_at,
+                        }
+                        for d in drift
+                    ],
+                )
+            return True
+
+    def record_failure(self, identity: ClusterIdentity, error: str) -> None:
+        """The cluster could not be listed: keep every pool row, record the error."""
+        with self.engine.begin() as conn:
+            cluster_id, _ = self._upsert_cluster(conn, identity)
+            conn.execute(
+                update(ClusterRow)
+                .where(ClusterRow.id == cluster_id)
+                .values(last_sync_at=now(), status="error", last_error=error)
+            )
+
+    # Reads
+
+    def live_pools(self, cloud: str | None = None, cluster: str | None = None) -> list[dict[str, Any]]:
+        query = (
+            select(
+                ClusterRow.name.label("cluster"),
+                ClusterRow.cloud,
+                ClusterRow.status.label("cluster_status"),
+                PoolRow,
+            )
+            .join(PoolRow, PoolRow.cluster_id == ClusterRow.id)
+            .where(PoolRow.deleted_at.is_(None))
+            .order_by(ClusterRow.name, PoolRow.name)
+        )
+        if cloud:
+            query = query.where(ClusterRow.cloud == cloud)
+        if cluster:
+            query = query.where(ClusterRow.name == cluster)
+        with self.engine.connect() as conn:
+            return [_pool_dict(row) for row in conn.execute(query)]
+
+    def pools_ever(self, cluster: str) -> list[dict[str, Any]]:
+        """Every pool row of a cluster, deleted ones included (for audits and tests)."""
+        query = (
+            select(
+                ClusterRow.name.label("cluster"),
+                ClusterRow.cloud,
+                ClusterRow.status.label("cluster_status"),
+                PoolRow,
+            )
+            .join(PoolRow, PoolRow.cluster_id == ClusterRow.id)
+            .where(ClusterRow.name == cluster)
+            .order_by(PoolRow.name)
+        )
+        with self.engine.connect() as conn:
+            return [_pool_dict(row) for row in conn.execute(query)]
+
+    def clusters(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(ClusterRow).order_by(ClusterRow.name)).mappings()
+            return [
+                {
+                    "cluster": r["name"],
+                    "cloud": r["cloud"],
+                    "account": r["account"],
+                    "location": r["location"],
+                    "in_fleet": r["in_fleet"],
+                    "status": r["status"],
+                    "last_error": r["last_error"],
+                    "last_sync_at": _iso(r["last_sync_at"]),
+                }
+                for r in rows
+            ]
+
+    def drift(self, cluster: str | None = None) -> list[dict[str, Any]]:
+        query = (
+            select(ClusterRow.name, DriftRow.pool, DriftRow.kind, DriftRow.fields, DriftRow.detected_at)
+            .join(DriftRow, DriftRow.cluster_id == ClusterRow.id)
+            .order_by(ClusterRow.name, DriftRow.pool)
+        )
+        if cluster:
+            query = query.where(ClusterRow.name == cluster)
+        with self.engine.connect() as conn:
+            return [
+                {
+                    "cluster": r.name,
+                    "pool": r.pool,
+                    "kind": r.kind,
+                    "fields": r.fields,
+                    "detected_at": _iso(r.detected_at),
+                }
+                for r in conn.execute(query)
+            ]
+
+    def runs(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(select(SyncRunRow).order_by(SyncRunRow.id)).mappings()]
+
+    # Writes
+
+    def _upsert_cluster(self, conn: Connection, identity: ClusterIdentity) -> tuple[int, datetime | None]:
+        values = {
+            "name": identity.name,
+            "cloud": identity.cloud,
+            "account": identity.account,
+            "location": identity.location,
+            "cluster": identity.cluster,
+            "in_fleet": identity.in_fleet,
+        }
+        statement = self._insert(ClusterRow).values(status="new", **values)
+        # The update takes the row's lock (PostgreSQL) until the transaction ends.
+        statement = statement.on_conflict_do_update(index_elements=["name"], set_=values).returning(
+            ClusterRow.id, ClusterRow.observed_at
+        )
+        row = conn.execute(statement).one()
+        return row.id, utc(row.observed_at)
+
+    def _upsert_pool(
+        self, conn: Connection, cluster_id: int, pool: ObservedPool, observed_at: datetime
+    ) -> None:
+        state, capacity = pool.state, pool.capacity
+        values = {
+            "instance_type": state.instance_type,
+            "gpu_model": capacity.gpu_model,
+            "gpus_per_node": capacity.gpus_per_node,
+            "mig_profile": capacity.mig_profile,
+            "sharing": capacity.sharing,
+            "replicas": capacity.replicas,
+            "slices_per_node": capacity.slices_per_node,
+            "memory_per_slice_gb": capacity.memory_per_slice_gb,
+            "min_nodes": state.scaling.min,
+            "max_nodes": state.scaling.max,
+            "current_nodes": state.nodes,
+            "spot": state.spot,
+            "labels": state.label_map,
+            "taints": [str(t) for t in state.taints],
+            "owned": state.owned,
+            "last_seen": observed_at,
+        }
+        statement = self._insert(PoolRow).values(
+            cluster_id=cluster_id, name=state.name, first_seen=observed_at, deleted_at=None, **values
+        )
+        # A pool that comes back after being deleted is a new pool: it is first seen again now.
+        revived = case(
+            (PoolRow.deleted_at.is_not(None), statement.excluded.first_seen), else_=PoolRow.first_seen
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=["cluster_id", "name"], set_={**values, "first_seen": revived, "deleted_at": None}
+        )
+        conn.execute(statement)
+
+
+_POOL_COLUMNS = (
+    ClusterRow.name.label("cluster"),
+    ClusterRow.cloud,
+    ClusterRow.status.label("cluster_status"),
+    *PoolRow.__table__.columns,
+)
+
+
+def _pool_dict(row: Any) -> dict[str, Any]:
+    pool = row._mapping
+    return {
+        "cluster": pool["cluster"],
+        "cloud": pool["cloud"],
+        "pool": pool["name"],
+        "instance_type": pool["instance_type"],
+        "gpu": pool["gpu_model"],
+        "gpus_per_node": pool["gpus_per_node"],
+        "mig": pool["mig_profile"],
+        "sharing": pool["sharing"],
+        "replicas": pool["replicas"],
+        "slices_per_node": pool["slices_per_node"],
+        "memory_per_slice_gb": pool["memory_per_slice_gb"],
+        "min_nodes": pool["min_nodes"],
+        "max_nodes": pool["max_nodes"],
+        "current_nodes": pool["current_nodes"],
+        "spot": pool["spot"],
+        "labels": pool["labels"],
+        "taints": pool["taints"],
+        "owned": pool["owned"],
+        "first_seen": _iso(pool["first_seen"]),
+        "last_seen": _iso(pool["last_seen"]),
+        "deleted_at": _iso(pool["deleted_at"]),
+        "cluster_status": pool["cluster_status"],
+    }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    moment = utc(moment)
+    return moment.isoformat(timespec="seconds") if moment else None
+
+
+def _engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 60})
+
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_connection: Any, _: Any) -> None:
+            dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade deadlocks
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)

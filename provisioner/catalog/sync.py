@@ -1,0 +1,103 @@
+"""`provisioner sync`: observe clusters, all at once, and write each into the catalog."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from provisioner.capacity import capacity
+from provisioner.catalog.store import ClusterIdentity, DriftFinding, ObservedPool, Store, now
+from provisioner.fleet import Cluster
+from provisioner.observe import Drivers, Observation, observe
+from provisioner.plan import diff_cluster
+from provisioner.sharing import CompiledCluster
+
+_DRIFT_KIND = {"create": "missing", "delete": "extra", "update": "changed", "replace": "changed"}
+
+
+@dataclass
+class SyncReport:
+    run_id: int
+    written: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # cluster -> error
+    drift: dict[str, list[DriftFinding]] = field(default_factory=dict)
+    pools: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
+    """Whether cluster `name` falls in shard (i, n): a stable hash, so every run agrees."""
+    if shard is None:
+        return True
+    index, count = shard
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % count == index
+
+
+def identity(cluster: Cluster, in_fleet: bool = True) -> ClusterIdentity:
+    account, location = cluster.scope
+    return ClusterIdentity(cluster.name, cluster.cloud, account, location, cluster.cluster, in_fleet)
+
+
+def drift_of(compiled: CompiledCluster, observation: Observation) -> list[DriftFinding]:
+    """The fleet cluster's pools that differ from the fleet: what plan would change, named as drift."""
+    planned = diff_cluster(compiled, observation)
+    findings = [
+        DriftFinding(
+            change.pool,
+            _DRIFT_KIND[change.action],
+            [{"field": f.field, "fleet": f.after, "cloud": f.before} for f in change.fields]
+            if change.action in ("update", "replace")
+            else [],
+        )
+        for change in planned.changes
+    ]
+    findings += [
+        DriftFinding(conflict.split()[1], "conflict", [{"message": conflict}])
+        for conflict in planned.conflicts
+    ]
+    return findings
+
+
+def sync(
+    compiled: Sequence[CompiledCluster],
+    drivers: Drivers,
+    store: Store,
+    shard: tuple[int, int] | None = None,
+    discovered: Sequence[Cluster] = (),
+) -> SyncReport:
+    """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each."""
+    mine = [c for c in compiled if in_shard(c.cluster.name, shard)]
+    extra = [c for c in discovered if in_shard(c.name, shard)]
+    report = SyncReport(store.start_run(f"{shard[0]}/{shard[1]}" if shard else None))
+    observations = observe([c.cluster for c in mine] + list(extra), drivers)
+    observed_at = now()
+    by_name = {c.cluster.name: c for c in mine}
+    for observation in observations:
+        cluster = observation.cluster
+        fleet_entry = by_name.get(cluster.name)
+        who = identity(cluster, in_fleet=fleet_entry is not None)
+        if observation.error is not None:
+            store.record_failure(who, str(observation.error))
+            report.failed[cluster.name] = str(observation.error)
+            continue
+        pools = [ObservedPool(p, capacity(cluster.cloud, p)) for p in observation.pools]
+        if fleet_entry is None:  # discovered: its GPU pools only
+            pools = [p for p in pools if p.capacity.gpu_model is not None]
+        drift = drift_of(fleet_entry, observation) if fleet_entry is not None else []
+        store.record_cluster(who, pools, drift, observed_at)
+        report.written.append(cluster.name)
+        report.pools += len(pools)
+        if drift:
+            report.drift[cluster.name] = drift
+    store.finish_run(
+        report.run_id,
+        ok=len(report.written),
+        failed=len(report.failed),
+        pools=report.pools,
+        drift=sum(len(d) for d in report.drift.values()),
+    )
+    return report
