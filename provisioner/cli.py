@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from provisioner.source import Diagnostic, FleetError
 if TYPE_CHECKING:
     from provisioner.observe import Drivers
     from provisioner.plan import Plan
+    from provisioner.sharing import CompiledFleet
 
 # Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup.
 # Piped output gets room for whole instance-type names rather than a terminal's default 80 columns.
@@ -92,17 +94,47 @@ def validate(fleets: tuple[str, ...], as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("fleet")
+@click.argument("fleet", metavar="FLEET|cronjob")
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option(
     "--out-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Write DIR/<cluster>/<file>.yaml instead of printing one stream.",
 )
-def render(fleet: str, cluster_name: str | None, out_dir: Path | None) -> None:
-    """Print the Kubernetes YAML each cluster needs: device-plugin ConfigMap, GPU Operator values."""
+@click.option("--schedule", metavar="CRON", help="cronjob: when the nightly sync runs, e.g. '0 2 * * *'.")
+@click.option(
+    "--image", default="ghcr.io/example/provisioner:latest", show_default=True, help="cronjob: the image."
+)
+@click.option(
+    "--shards", default=1, show_default=True, type=click.IntRange(min=1), help="cronjob: sync pods."
+)
+@click.option("--namespace", default="provisioner", show_default=True, help="cronjob: its namespace.")
+def render(
+    fleet: str,
+    *,
+    cluster_name: str | None,
+    out_dir: Path | None,
+    schedule: str | None,
+    image: str,
+    shards: int,
+    namespace: str,
+) -> None:
+    """Print the Kubernetes YAML each cluster needs: device-plugin ConfigMap, GPU Operator values.
+
+    `render cronjob --schedule CRON` prints instead the CronJob that runs `provisioner sync`
+    nightly (with --shards N, an Indexed Job of N pods, each syncing its share of the fleet).
+    """
     from provisioner import render as rendering
     from provisioner.sharing import compile_file
+
+    if fleet == "cronjob" and not Path(fleet).is_file():
+        if schedule is None:
+            raise click.UsageError("render cronjob needs --schedule, e.g. --schedule '0 2 * * *'")
+        click.echo(
+            rendering.render_cronjob(schedule=schedule, image=image, namespace=namespace, shards=shards),
+            nl=False,
+        )
+        return
 
     compiled = compile_file(fleet)
     if cluster_name is not None and compiled.cluster(cluster_name) is None:
@@ -269,42 +301,68 @@ def _lock_timeout_option(command):
     )(command)
 
 
+def _catalog_option(command):
+    return click.option(
+        "--catalog",
+        "catalog_url",
+        metavar="URL",
+        envvar="PROVISIONER_CATALOG",
+        help="SQLAlchemy URL, e.g. postgresql+psycopg://host/db [env PROVISIONER_CATALOG; "
+        "default: a SQLite file in $XDG_DATA_HOME/provisioner, or DIR/catalog.db with --sandbox].",
+    )(command)
+
+
+@dataclass(frozen=True)
+class _Carry:
+    """What apply and destroy share once the plan is made."""
+
+    sandbox: Path | None
+    lock_timeout: float
+    catalog_url: str | None  # where given, the clusters apply touched are synced into it
+
+
 @main.command()
 @click.argument("target", metavar="FLEET|PLANFILE")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @_lock_timeout_option
+@_catalog_option
 @click.pass_obj
-def apply(sandbox: Path | None, target: str, auto_approve: bool, lock_timeout: float) -> None:
+def apply(
+    sandbox: Path | None, target: str, *, auto_approve: bool, lock_timeout: float, catalog_url: str | None
+) -> None:
     """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale)."""
     from provisioner import planfile
 
+    carry = _Carry(sandbox, lock_timeout, catalog_url)
     try:
         saved = planfile.load(Path(target))
     except (planfile.NotAPlan, OSError):
         saved = None
-    if saved is not None:
-        from provisioner.workflow import replan_saved
+    if saved is None:
+        _plan_and_carry_out(carry, target, destroy=False, auto_approve=auto_approve)
+        return
+    from provisioner.workflow import replan_saved
 
-        _carry_out(sandbox, replan_saved(saved, _drivers(sandbox)), lock_timeout)
-    else:
-        _plan_and_carry_out(
-            sandbox, target, destroy=False, auto_approve=auto_approve, lock_timeout=lock_timeout
-        )
+    compiled, made = replan_saved(saved, _drivers(sandbox))
+    _carry_out(carry, compiled, made)
 
 
 @main.command()
 @click.argument("fleet")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @_lock_timeout_option
+@_catalog_option
 @click.pass_obj
-def destroy(sandbox: Path | None, fleet: str, auto_approve: bool, lock_timeout: float) -> None:
+def destroy(
+    sandbox: Path | None, fleet: str, *, auto_approve: bool, lock_timeout: float, catalog_url: str | None
+) -> None:
     """Delete every pool provisioner owns in the fleet's clusters (others are never touched)."""
-    _plan_and_carry_out(sandbox, fleet, destroy=True, auto_approve=auto_approve, lock_timeout=lock_timeout)
+    _plan_and_carry_out(
+        _Carry(sandbox, lock_timeout, catalog_url), fleet, destroy=True, auto_approve=auto_approve
+    )
 
 
-def _plan_and_carry_out(
-    sandbox: Path | None, fleet: str, destroy: bool, auto_approve: bool, lock_timeout: float
-):
+def _plan_and_carry_out(carry: _Carry, fleet: str, destroy: bool, auto_approve: bool) -> None:
     from provisioner import report
     from provisioner.workflow import make_plan, read_fleet
 
@@ -313,7 +371,7 @@ def _plan_and_carry_out(
     def waiting(running: list[str]) -> None:
         out.print(f"[dim]waiting for operations still running: {', '.join(running)}[/]", highlight=False)
 
-    made = make_plan(compiled, _drivers(sandbox), destroy=destroy, settle=True, on_wait=waiting)
+    made = make_plan(compiled, _drivers(carry.sandbox), destroy=destroy, settle=True, on_wait=waiting)
     out.print(report.plan_text(made), end="")
     for error in made.errors:
         click.echo(f"error: {error}", err=True)
@@ -327,12 +385,12 @@ def _plan_and_carry_out(
         if answer != "yes":
             click.echo("Cancelled: nothing was changed.", err=True)
             sys.exit(1)
-    _carry_out(sandbox, made, lock_timeout)
+    _carry_out(carry, compiled, made)
     if made.errors:
         sys.exit(1)
 
 
-def _carry_out(sandbox: Path | None, made: Plan, lock_timeout: float) -> None:
+def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
     from provisioner import report
     from provisioner.apply import Applier
     from provisioner.locks import FileLocks, default_directory
@@ -340,11 +398,154 @@ def _carry_out(sandbox: Path | None, made: Plan, lock_timeout: float) -> None:
     if not made.changes:
         out.print(report.plan_text(made), end="")
         return
+    drivers = _drivers(carry.sandbox)
     with report.ProgressReporter(out) as reporter:
-        applier = Applier(
-            _drivers(sandbox), FileLocks(default_directory(sandbox)), lock_timeout, reporter=reporter
-        )
-        result = applier.run(made)
+        locks = FileLocks(default_directory(carry.sandbox))
+        result = Applier(drivers, locks, carry.lock_timeout, reporter=reporter).run(made)
     out.print(report.apply_summary(result), end="")
+    if carry.catalog_url:
+        from provisioner.catalog.sync import sync as sync_clusters
+
+        touched = {o.cluster for o in result.outcomes}
+        changed = [c for c in compiled.clusters if c.cluster.name in touched]
+        recorded = sync_clusters(changed, drivers, _store(carry.sandbox, carry.catalog_url))
+        out.print(f"Catalog: recorded {_count(len(recorded.written), 'changed cluster')}.")
     if not result.ok:
         sys.exit(1)
+
+
+def _store(sandbox: Path | None, catalog_url: str | None):
+    from provisioner.catalog.store import Store, default_url
+
+    store = Store(catalog_url or default_url(sandbox))
+    store.migrate()
+    return store
+
+
+def _shard(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    index, _, count = value.partition("/")
+    if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
+        raise click.BadParameter(f"{value!r}: want i/n with 0 <= i < n, e.g. 0/4", param_hint="--shard")
+    return int(index), int(count)
+
+
+@main.command()
+@click.argument("fleet")
+@_catalog_option
+@click.option(
+    "--discover", is_flag=True, help="Also catalog the GPU pools of clusters the fleet does not name."
+)
+@click.option("--shard", metavar="I/N", help="Only the clusters whose stable hash falls in shard I of N.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def sync(
+    sandbox: Path | None,
+    fleet: str,
+    *,
+    catalog_url: str | None,
+    discover: bool,
+    shard: str | None,
+    as_json: bool,
+) -> None:
+    """Observe every cluster at once and write what it holds into the catalog."""
+    from provisioner.catalog import sync as syncing
+    from provisioner.catalog.views import drift_lines
+    from provisioner.workflow import read_fleet
+
+    shard_range = _shard(shard)
+    compiled, _ = read_fleet(fleet)
+    store = _store(sandbox, catalog_url)
+    drivers = _drivers(sandbox)
+    found, discovery_errors = syncing.discover(compiled.clusters, drivers) if discover else ([], {})
+    report = syncing.sync(compiled.clusters, drivers, store, shard=shard_range, discovered=found)
+    drift = drift_lines(report.drift)
+    if as_json:
+        document = {
+            "written": report.written,
+            "failed": report.failed,
+            "discovery_failed": discovery_errors,
+            "pools": report.pools,
+            "drift": [
+                {"cluster": c, "pool": d.pool, "kind": d.kind, "fields": d.fields}
+                for c, ds in report.drift.items()
+                for d in ds
+            ],
+        }
+        click.echo(json.dumps(document, indent=2))
+    else:
+        where = store.engine.url.render_as_string(hide_password=True)
+        synced = f"{_count(len(report.written), 'cluster')} ({_count(report.pools, 'pool')})"
+        out.print(
+            f"Synced {synced} into {where}" + (f", {len(found)} found by --discover" if discover else "")
+        )
+        for line in drift:
+            out.print(f"[yellow]drift[/] {line}", highlight=False, markup=True)
+    for scope, error in discovery_errors.items():
+        click.echo(f"error: discovering clusters in {scope}: {error}", err=True)
+    for name, error in report.failed.items():
+        click.echo(f"error: {name}: {error} (its catalog rows are kept as they were)", err=True)
+    if report.failed or discovery_errors:
+        failed = ", ".join([*report.failed, *discovery_errors])
+        click.echo(f"sync failed for: {failed}", err=True)
+        sys.exit(1)
+
+
+@main.group()
+def catalog() -> None:
+    """What the catalog holds: pools, GPU capacity, drift."""
+
+
+@catalog.command("ls")
+@_catalog_option
+@click.option("--cloud", type=click.Choice(["aks", "gke", "eks"]), help="Only this cloud.")
+@click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
+@click.option("--json", "as_json", is_flag=True, help="Print the pools as JSON.")
+@click.pass_obj
+def catalog_ls(
+    sandbox: Path | None, catalog_url: str | None, cloud: str | None, cluster_name: str | None, as_json: bool
+):
+    """The live pools in the catalog with their GPU capacity."""
+    from provisioner.catalog.views import pools_table
+
+    pools = _store(sandbox, catalog_url).live_pools(cloud, cluster_name)
+    if as_json:
+        click.echo(json.dumps(pools, indent=2))
+    else:
+        out.print(pools_table(pools))
+
+
+@catalog.command("inspect")
+@_catalog_option
+@click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
+@click.option("--json", "as_json", is_flag=True, help="Print the capacity as JSON.")
+@click.pass_obj
+def catalog_inspect(sandbox: Path | None, catalog_url: str | None, cluster_name: str | None, as_json: bool):
+    """GPU capacity per cluster and pool: GPUs, slices, memory per slice, and totals."""
+    from provisioner.catalog.views import capacity_rows, capacity_table
+
+    rows = capacity_rows(_store(sandbox, catalog_url).live_pools(cluster=cluster_name))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        out.print(capacity_table(rows))
+
+
+@catalog.command("drift")
+@_catalog_option
+@click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
+@click.option("--json", "as_json", is_flag=True, help="Print the drift as JSON.")
+@click.pass_obj
+def catalog_drift(sandbox: Path | None, catalog_url: str | None, cluster_name: str | None, as_json: bool):
+    """Pools that differ from the fleet, as the last sync of each cluster found them."""
+    from provisioner.catalog.views import drift_lines
+
+    drift = _store(sandbox, catalog_url).drift(cluster_name)
+    if as_json:
+        click.echo(json.dumps(drift, indent=2))
+        return
+    for line in drift_lines(drift):
+        click.echo(line)
+    if not drift:
+        out.print("No drift: every synced fleet cluster matches the fleet.")

@@ -97,3 +97,30 @@ def as_stream(rendered: list[RenderedCluster]) -> str:
         for filename, text in cluster.files.items():
             parts.append(f"---\n# Source: {cluster.name}/{filename}\n{text}")
     return "".join(parts)
+
+
+def render_cronjob(
+    *,
+    schedule: str,
+    image: str,
+    namespace: str = "provisioner",
+    name: str = "provisioner-sync",
+    fleet_configmap: str = "provisioner-fleet",
+    catalog_secret: str = "provisioner-catalog",
+    service_account: str = "provisioner",
+    shards: int = 1,
+    deadline_seconds: int = 3600,
+) -> str:
+    """The nightly sync as a CronJob (an Indexed Job of `shards` pods where shards > 1)."""
+    template = _environment().get_template("cronjob.yaml.j2")
+    return template.render(
+        schedule=schedule,
+        image=image,
+        namespace=namespace,
+        name=name,
+        fleet_configmap=fleet_configmap,
+        catalog_secret=catalog_secret,
+        service_account=service_account,
+        shards=shards,
+        deadline=deadline_seconds,
+    )

@@ -39,7 +39,7 @@ def make_plan(
     return diff(compiled.clusters, observations, destroy)
 
 
-def replan_saved(saved: SavedPlan, drivers: Drivers) -> Plan:
+def replan_saved(saved: SavedPlan, drivers: Drivers) -> tuple[CompiledFleet, Plan]:
     """The saved plan made again from the clusters as they are now; StalePlan if any differs."""
     compiled = compile_file(saved.fleet_path, saved.fleet_text)
     plan = make_plan(compiled, drivers, destroy=saved.destroy)
@@ -55,4 +55,4 @@ def replan_saved(saved: SavedPlan, drivers: Drivers) -> Plan:
         )
     if plan.json()["changes"] != saved.changes:
         raise StalePlan("the saved plan is stale: planning again gives other changes; run plan again")
-    return plan
+    return compiled, plan

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 from provisioner.capacity import capacity
 from provisioner.catalog.store import ClusterIdentity, DriftFinding, ObservedPool, Store, now
+from provisioner.drivers import DriverError
 from provisioner.fleet import Cluster
 from provisioner.observe import Drivers, Observation, observe
 from provisioner.plan import diff_cluster
+from provisioner.retry import RetryPolicy
 from provisioner.sharing import CompiledCluster
 
 _DRIFT_KIND = {"create": "missing", "delete": "extra", "update": "changed", "replace": "changed"}
@@ -66,14 +68,16 @@ def sync(
     compiled: Sequence[CompiledCluster],
     drivers: Drivers,
     store: Store,
+    *,
     shard: tuple[int, int] | None = None,
     discovered: Sequence[Cluster] = (),
+    policy: RetryPolicy | None = None,
 ) -> SyncReport:
     """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each."""
     mine = [c for c in compiled if in_shard(c.cluster.name, shard)]
     extra = [c for c in discovered if in_shard(c.name, shard)]
     report = SyncReport(store.start_run(f"{shard[0]}/{shard[1]}" if shard else None))
-    observations = observe([c.cluster for c in mine] + list(extra), drivers)
+    observations = observe([c.cluster for c in mine] + list(extra), drivers, policy)
     observed_at = now()
     by_name = {c.cluster.name: c for c in mine}
     for observation in observations:
@@ -101,3 +105,25 @@ def sync(
         drift=sum(len(d) for d in report.drift.values()),
     )
     return report
+
+
+def discover(
+    compiled: Sequence[CompiledCluster], drivers: Drivers, policy: RetryPolicy | None = None
+) -> tuple[list[Cluster], dict[str, str]]:
+    """Clusters the credentials see in each subscription, project or region the fleet uses, that
+    the fleet does not name; and, per scope whose listing failed, its error."""
+    policy = policy or RetryPolicy()
+    scopes: dict[tuple[str, tuple[str, str]], Cluster] = {}
+    for entry in compiled:
+        scopes.setdefault((entry.cluster.cloud, entry.cluster.scope), entry.cluster)
+    known = {c.cluster.target for c in compiled}
+    found: list[Cluster] = []
+    errors: dict[str, str] = {}
+    for (cloud, (account, location)), scope in scopes.items():
+        try:
+            listed = policy.call(lambda scope=scope: drivers(scope.cloud).discover(scope))
+        except DriverError as error:
+            errors[f"{cloud}/{account}/{location}"] = str(error)
+            continue
+        found += [c for c in listed if c.target not in known and c.name not in {f.name for f in found}]
+    return found, errors

@@ -95,6 +95,15 @@ class Driver(Protocol):
         """Delete an owned pool; NotFound where it is gone already."""
         ...
 
+    def discover(self, scope: Cluster) -> list[Cluster]:
+        """Every cluster the credentials see where `scope` lives (its subscription, project or
+        region), named `cloud/account/location/cluster`; for `sync --discover`."""
+        ...
+
+
+def discovered_name(cloud: str, account: str, location: str, cluster: str) -> str:
+    return f"{cloud}/{account}/{location}/{cluster}"
+
 
 def poll_intervals(first: float = 0.1, factor: float = 1.3, ceiling: float = 5.0) -> Iterator[float]:
     """Sleeps between polls: short at first (sandbox and quick operations finish fast), then

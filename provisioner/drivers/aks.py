@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 import time
@@ -22,6 +23,7 @@ from provisioner.drivers import (
     OperationTimeout,
     Throttled,
     Unavailable,
+    discovered_name,
     import_sdk,
     poll_intervals,
 )
@@ -41,6 +43,8 @@ class AksDriver:
         # The sandbox speaks plain HTTP on loopback; azure-core refuses bearer tokens over it unless told.
         self._options: dict[str, Any] = {"enforce_https": False} if endpoint else {}
         self._clients_lock = threading.Lock()
+        # azure-identity logs each credential it tried at WARNING; the typed error says it once.
+        logging.getLogger("azure.identity").setLevel(logging.ERROR)
         import_sdk(
             "azure.core.credentials",
             "azure.core.exceptions",
@@ -90,6 +94,26 @@ class AksDriver:
                 cluster.resource_group, cluster.cluster, name, polling=self._polling(), **self._options
             )
         self._finish(poller, f"deleting agent pool {name}")
+
+    def discover(self, scope: AksCluster) -> list[AksCluster]:
+        with _sdk_errors():
+            with self._clients_lock:
+                client = self._client(scope.subscription)
+            found = list(client.managed_clusters.list(**self._options))
+        clusters = []
+        for managed in found:
+            group = managed.id.split("/")[4]  # /subscriptions/{s}/resourceGroups/{group}/providers/...
+            clusters.append(
+                AksCluster.model_construct(
+                    name=discovered_name("aks", scope.subscription.lower(), group.lower(), managed.name),
+                    cloud="aks",
+                    subscription=scope.subscription,
+                    resource_group=group,
+                    cluster=managed.name,
+                    pools=[],
+                )
+            )
+        return clusters
 
     # The SDK
 
@@ -242,14 +266,19 @@ def _adaptive_polling(options: dict[str, Any]) -> Any:
 
 @contextlib.contextmanager
 def _sdk_errors(what: str = "") -> Iterator[None]:
-    from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
+    from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ServiceRequestError
 
     try:
         yield
     except ClientAuthenticationError as exc:
-        raise AuthenticationFailed(f"Azure credentials: {exc.message}") from None
+        first_line = (exc.message or "").splitlines()[0] if exc.message else "authentication failed"
+        raise AuthenticationFailed(
+            f"Azure credentials: {first_line} (az login, or the AZURE_* environment variables)"
+        ) from None
     except HttpResponseError as exc:
         raise _driver_error(exc, what) from None
+    except ServiceRequestError as exc:  # no answer at all: refused, reset, timed out
+        raise Unavailable(f"ARM unreachable: {exc.message}") from None
 
 
 def _retry_after(exc: Any) -> float | None:

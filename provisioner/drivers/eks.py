@@ -22,6 +22,7 @@ from provisioner.drivers import (
     OperationFailed,
     Throttled,
     Unavailable,
+    discovered_name,
     import_sdk,
     wait_until,
 )
@@ -146,6 +147,24 @@ class EksDriver:
             return None
 
         wait_until(gone, self._operation_timeout, f"deleting node group {name}")
+
+    def discover(self, scope: EksCluster) -> list[EksCluster]:
+        client = self._client(scope)
+        with _sdk_errors():
+            names = [n for page in client.get_paginator("list_clusters").paginate() for n in page["clusters"]]
+        account = scope.scope[0]
+        return [
+            EksCluster.model_construct(
+                name=discovered_name("eks", account, scope.region, name),
+                cloud="eks",
+                region=scope.region,
+                cluster=name,
+                node_role=scope.node_role,  # only creating a node group needs it; discovery never does
+                subnets=[],
+                pools=[],
+            )
+            for name in names
+        ]
 
     # The SDK
 

@@ -21,6 +21,7 @@ from provisioner.drivers import (
     OperationFailed,
     Throttled,
     Unavailable,
+    discovered_name,
     import_sdk,
     wait_until,
 )
@@ -112,6 +113,20 @@ class GkeDriver:
             raise NotOwned(f"node pool {name} was not created by provisioner; not deleting it")
         operation = self._call(self._client.delete_node_pool, name=f"{_path(cluster)}/nodePools/{name}")
         self._wait(cluster, operation, f"deleting node pool {name}")
+
+    def discover(self, scope: GkeCluster) -> list[GkeCluster]:
+        response = self._call(self._client.list_clusters, parent=f"projects/{scope.project}/locations/-")
+        return [
+            GkeCluster.model_construct(
+                name=discovered_name("gke", scope.project, found.location, found.name),
+                cloud="gke",
+                project=scope.project,
+                location=found.location,
+                cluster=found.name,
+                pools=[],
+            )
+            for found in response.clusters
+        ]
 
     # The SDK
 
@@ -256,6 +271,7 @@ def _observed(pool: Any) -> PoolState:
 
 @contextlib.contextmanager
 def _sdk_errors() -> Iterator[None]:
+    import requests
     from google.api_core import exceptions
     from google.auth import exceptions as auth_exceptions
 
@@ -265,6 +281,8 @@ def _sdk_errors() -> Iterator[None]:
         raise AuthenticationFailed(f"Google Cloud credentials: {exc}") from None
     except exceptions.GoogleAPICallError as exc:
         raise _driver_error(exc) from None
+    except requests.RequestException as exc:  # no answer at all: refused, reset, timed out
+        raise Unavailable(f"GKE API unreachable: {type(exc).__name__}") from None
 
 
 def _driver_error(exc: Any) -> DriverError:

@@ -1,0 +1,139 @@
+"""Tables for the catalog commands (their --json prints the same rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.table import Table
+
+from provisioner.catalog.store import DriftFinding
+
+
+def _nodes(pool: dict[str, Any]) -> str:
+    bounds = (
+        str(pool["min_nodes"])
+        if pool["min_nodes"] == pool["max_nodes"]
+        else f"{pool['min_nodes']}-{pool['max_nodes']}"
+    )
+    return bounds if pool["current_nodes"] is None else f"{pool['current_nodes']} ({bounds})"
+
+
+def _sharing(pool: dict[str, Any]) -> str:
+    parts = [pool["mig"] or ""]
+    if pool["sharing"] != "exclusive":
+        parts.append(f"{pool['sharing']} x{pool['replicas']}")
+    return " + ".join(p for p in parts if p) or "whole GPUs"
+
+
+def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
+    table = Table(title="Catalog: live pools", title_justify="left")
+    for column in (
+        "cluster",
+        "cloud",
+        "pool",
+        "instance type",
+        "GPU",
+        "GPUs/node",
+        "slicing",
+        "slices/node",
+        "GB/slice",
+        "nodes",
+    ):
+        table.add_column(
+            column, justify="right" if column in ("GPUs/node", "slices/node", "GB/slice") else "left"
+        )
+    for p in pools:
+        table.add_row(
+            p["cluster"],
+            p["cloud"],
+            p["pool"] + ("" if p["owned"] else " [dim](not owned)[/]"),
+            p["instance_type"],
+            p["gpu"] or "-",
+            str(p["gpus_per_node"]),
+            _sharing(p) if p["gpu"] else "-",
+            str(p["slices_per_node"]),
+            f"{p['memory_per_slice_gb']:g}" if p["memory_per_slice_gb"] is not None else "-",
+            _nodes(p),
+        )
+    return table
+
+
+def capacity_rows(pools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per GPU pool: GPUs and slices now (where the cloud reports the node count) and at max size."""
+    rows = []
+    for p in pools:
+        if not p["gpu"]:
+            continue
+        now = p["current_nodes"]
+        rows.append(
+            {
+                "cluster": p["cluster"],
+                "pool": p["pool"],
+                "gpu": p["gpu"],
+                "slice": f"{p['mig'] or 'GPU'}" + (f" / {p['replicas']}" if p["replicas"] else ""),
+                "memory_per_slice_gb": p["memory_per_slice_gb"],
+                "slices_per_node": p["slices_per_node"],
+                "gpus_now": None if now is None else now * p["gpus_per_node"],
+                "slices_now": None if now is None else now * p["slices_per_node"],
+                "gpus_max": p["max_nodes"] * p["gpus_per_node"],
+                "slices_max": p["max_nodes"] * p["slices_per_node"],
+            }
+        )
+    return rows
+
+
+def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
+    table = Table(title="Catalog: GPU capacity (now / at max nodes)", title_justify="left", show_footer=True)
+    totals = {
+        key: sum(r[key] or 0 for r in rows) for key in ("gpus_now", "slices_now", "gpus_max", "slices_max")
+    }
+    columns = [
+        ("cluster", "total", "left"),
+        ("pool", "", "left"),
+        ("GPU", "", "left"),
+        ("slice", "", "left"),
+        ("GB/slice", "", "right"),
+        ("slices/node", "", "right"),
+        ("GPUs", f"{totals['gpus_now']} / {totals['gpus_max']}", "right"),
+        ("slices", f"{totals['slices_now']} / {totals['slices_max']}", "right"),
+    ]
+    for header, footer, justify in columns:
+        table.add_column(header, footer=footer, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        table.add_row(
+            r["cluster"],
+            r["pool"],
+            r["gpu"],
+            r["slice"],
+            f"{r['memory_per_slice_gb']:g}",
+            str(r["slices_per_node"]),
+            f"{_maybe(r['gpus_now'])} / {r['gpus_max']}",
+            f"{_maybe(r['slices_now'])} / {r['slices_max']}",
+        )
+    return table
+
+
+def _maybe(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def drift_lines(drift: Sequence[dict[str, Any]] | dict[str, list[DriftFinding]]) -> list[str]:
+    """One line per drifted pool: `cluster/pool: kind (field: fleet X, cloud Y; ...)`."""
+    rows = (
+        [
+            {"cluster": c, "pool": d.pool, "kind": d.kind, "fields": d.fields}
+            for c, ds in drift.items()
+            for d in ds
+        ]
+        if isinstance(drift, dict)
+        else drift
+    )
+    lines = []
+    for row in rows:
+        details = "; ".join(
+            f"{f['field']}: fleet {f['fleet']}, cloud {f['cloud']}" if "field" in f else f.get("message", "")
+            for f in row["fields"]
+        )
+        lines.append(f"{row['cluster']}/{row['pool']}: {row['kind']}" + (f" ({details})" if details else ""))
+    return lines
