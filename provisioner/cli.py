@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup.
 # Piped output gets room for whole instance-type names rather than a terminal's default 80 columns.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 132)
 
 
 class _Group(click.Group):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -118,6 +119,16 @@ def _maybe(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 
+def _field_text(found: dict[str, Any]) -> str:
+    if "field" not in found:
+        return found["message"]  # a conflict
+    return f"{found['field']}: fleet {_value(found['fleet'])}, cloud {_value(found['cloud'])}"
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def drift_lines(drift: Sequence[dict[str, Any]] | dict[str, list[DriftFinding]]) -> list[str]:
     """One line per drifted pool: `cluster/pool: kind (field: fleet X, cloud Y; ...)`."""
     rows = (
@@ -131,9 +142,6 @@ def drift_lines(drift: Sequence[dict[str, Any]] | dict[str, list[DriftFinding]])
     )
     lines = []
     for row in rows:
-        details = "; ".join(
-            f"{f['field']}: fleet {f['fleet']}, cloud {f['cloud']}" if "field" in f else f.get("message", "")
-            for f in row["fields"]
-        )
+        details = "; ".join(_field_text(f) for f in row["fields"])
         lines.append(f"{row['cluster']}/{row['pool']}: {row['kind']}" + (f" ({details})" if details else ""))
     return lines
