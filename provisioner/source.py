@@ -6,6 +6,7 @@ file, line, the field by a path that names list items by their `name`, and what 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -39,13 +40,23 @@ class FleetError(Exception):
         super().__init__("\n".join(map(str, self.diagnostics)))
 
 
-@dataclass(frozen=True)
 class SourceDocument:
-    """A parsed YAML file: its plain data, and the positions of every key and item."""
+    """A parsed YAML file: its plain data, and the positions of every key and item.
 
-    file: str
-    data: Any  # plain dicts, lists and scalars
-    _tree: Any  # the same document as ruamel's round-trip nodes, which carry line numbers
+    The data comes from ruamel's safe loader (its C parser where ruamel.yaml.clib is installed);
+    the positions from a round-trip parse, several times slower, made only when a diagnostic
+    first needs a line. Both are ruamel with the same YAML 1.2 resolver, so they agree.
+    """
+
+    def __init__(self, file: str, text: str, data: Any):
+        self.file = file
+        self.data = data  # plain dicts, lists and scalars
+        self._text = text
+
+    @functools.cached_property
+    def _tree(self) -> Any:
+        """The document as ruamel's round-trip nodes, which carry line numbers."""
+        return YAML(typ="rt").load(self._text)
 
     @classmethod
     def read(cls, path: str | Path) -> SourceDocument:
@@ -61,13 +72,20 @@ class SourceDocument:
     @classmethod
     def parse(cls, text: str, file: str) -> SourceDocument:
         try:
-            tree = YAML(typ="rt").load(text)
-        except MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            line = mark.line + 1 if mark else None
-            problem = " ".join(filter(None, [exc.context, exc.problem])) or "invalid YAML"
-            raise FleetError([Diagnostic(file, line, "", f"invalid YAML: {problem}")]) from exc
-        return cls(file=file, data=_plain(tree), _tree=tree)
+            data = YAML(typ="safe").load(text)
+        except MarkedYAMLError:
+            # libyaml scans by YAML 1.1 and refuses some 1.2 documents (an ARN in a flow
+            # mapping): the pure-Python round-trip parser is the judge.
+            document = cls(file, text, None)
+            try:
+                document.data = _plain(document._tree)
+            except MarkedYAMLError as exc:
+                mark = exc.problem_mark or exc.context_mark
+                line = mark.line + 1 if mark else None
+                problem = " ".join(filter(None, [exc.context, exc.problem])) or "invalid YAML"
+                raise FleetError([Diagnostic(file, line, "", f"invalid YAML: {problem}")]) from exc
+            return document
+        return cls(file, text, _plain(data))
 
     def diagnostic(self, loc: Loc, message: str) -> Diagnostic:
         line, path = self.locate(loc)
@@ -129,10 +147,10 @@ def _path_part(step: str | int, child: Any, first: bool) -> str:
 
 
 def _plain(node: Any) -> Any:
-    """ruamel's round-trip types as plain Python, so validation sees ordinary values."""
-    if isinstance(node, CommentedMap):
+    """Loaded YAML as plain Python (keys as text), so validation sees ordinary values."""
+    if isinstance(node, dict):
         return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in node.items()}
-    if isinstance(node, CommentedSeq):
+    if isinstance(node, list):
         return [_plain(v) for v in node]
     if isinstance(node, bool):
         return bool(node)
