@@ -41,9 +41,16 @@ class Drivers:
 
 
 def observe(
-    clusters: Sequence[Cluster], drivers: Drivers, policy: RetryPolicy | None = None
+    clusters: Sequence[Cluster],
+    drivers: Drivers,
+    policy: RetryPolicy | None = None,
+    then: Callable[[Observation], None] | None = None,
 ) -> list[Observation]:
-    """Each cluster's pools, in the order given; a cluster whose listing failed carries its error."""
+    """Each cluster's pools, in the order given; a cluster whose listing failed carries its error.
+
+    `then` runs on each observation in its worker as soon as it is made (sync writes it there),
+    so slow work on one cluster overlaps the listing of the others.
+    """
     policy = policy or RetryPolicy()
     for cloud in {c.cloud for c in clusters}:
         drivers(cloud)  # made before the threads start, so no two threads make one
@@ -51,9 +58,12 @@ def observe(
     def one(cluster: Cluster) -> Observation:
         try:
             pools = policy.call(lambda: drivers(cluster.cloud).list_pools(cluster))
+            observation = Observation(cluster, tuple(sorted(pools, key=lambda p: p.name)))
         except DriverError as error:
-            return Observation(cluster, error=error)
-        return Observation(cluster, tuple(sorted(pools, key=lambda p: p.name)))
+            observation = Observation(cluster, error=error)
+        if then is not None:
+            then(observation)
+        return observation
 
     if not clusters:
         return []

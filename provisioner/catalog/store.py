@@ -4,14 +4,16 @@ never corrupt it: SQLite serialises them (BEGIN IMMEDIATE), PostgreSQL locks the
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, case, create_engine, delete, event, select, update
+from sqlalchemy import Connection, Engine, bindparam, case, create_engine, delete, event, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from provisioner.capacity import Capacity
@@ -70,6 +72,12 @@ class Store:
         self.url = url
         self.engine = _engine(url)
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        self._sql = _Statements(self._insert)
+        # SQLite takes one writer at a time: queue this process's writers here rather than have
+        # them poll the database lock. PostgreSQL writes clusters side by side.
+        self._writer: Any = (
+            threading.Lock() if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
+        )
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision (a no-op when it is there)."""
@@ -126,29 +134,19 @@ class Store:
         observed_at: datetime,
     ) -> bool:
         """Write one cluster's listing in one transaction; False if a newer listing is stored."""
-        with self.engine.begin() as conn:
+        with self._writer, self.engine.begin() as conn:
             cluster_id, stored_at = self._upsert_cluster(conn, identity)
             if stored_at is not None and stored_at > observed_at:
                 return False
-            conn.execute(
-                update(ClusterRow)
-                .where(ClusterRow.id == cluster_id)
-                .values(observed_at=observed_at, last_sync_at=now(), status="ok", last_error=None)
-            )
-            for pool in pools:
-                self._upsert_pool(conn, cluster_id, pool, observed_at)
-            names = [p.state.name for p in pools]
-            conn.execute(
-                update(PoolRow)
-                .where(
-                    PoolRow.cluster_id == cluster_id, PoolRow.deleted_at.is_(None), PoolRow.name.not_in(names)
-                )
-                .values(deleted_at=observed_at)
-            )
-            conn.execute(delete(DriftRow).where(DriftRow.cluster_id == cluster_id))
+            conn.execute(self._sql.cluster_ok, {"cid": cluster_id, "observed_at": observed_at, "now": now()})
+            if pools:
+                conn.execute(self._sql.pool_upsert, [_pool_values(cluster_id, p, observed_at) for p in pools])
+            seen = {"cid": cluster_id, "seen": [p.state.name for p in pools], "observed_at": observed_at}
+            conn.execute(self._sql.pools_gone, seen)
+            conn.execute(self._sql.drift_clear, {"cid": cluster_id})
             if drift:
                 conn.execute(
-                    self._insert(DriftRow),
+                    self._sql.drift_insert,
                     [
                         {
                             "cluster_id": cluster_id,
@@ -253,55 +251,83 @@ class Store:
     # Writes
 
     def _upsert_cluster(self, conn: Connection, identity: ClusterIdentity) -> tuple[int, datetime | None]:
-        values = {
-            "name": identity.name,
-            "cloud": identity.cloud,
-            "account": identity.account,
-            "location": identity.location,
-            "cluster": identity.cluster,
-            "in_fleet": identity.in_fleet,
-        }
-        statement = self._insert(ClusterRow).values(status="new", **values)
-        # The update takes the row's lock (PostgreSQL) until the transaction ends.
-        statement = statement.on_conflict_do_update(index_elements=["name"], set_=values).returning(
-            ClusterRow.id, ClusterRow.observed_at
-        )
-        row = conn.execute(statement).one()
+        row = conn.execute(self._sql.cluster_upsert, {**vars(identity), "status": "new"}).one()
         return row.id, utc(row.observed_at)
 
-    def _upsert_pool(
-        self, conn: Connection, cluster_id: int, pool: ObservedPool, observed_at: datetime
-    ) -> None:
-        state, capacity = pool.state, pool.capacity
-        values = {
-            "instance_type": state.instance_type,
-            "gpu_model": capacity.gpu_model,
-            "gpus_per_node": capacity.gpus_per_node,
-            "mig_profile": capacity.mig_profile,
-            "sharing": capacity.sharing,
-            "replicas": capacity.replicas,
-            "slices_per_node": capacity.slices_per_node,
-            "memory_per_slice_gb": capacity.memory_per_slice_gb,
-            "min_nodes": state.scaling.min,
-            "max_nodes": state.scaling.max,
-            "current_nodes": state.nodes,
-            "spot": state.spot,
-            "labels": state.label_map,
-            "taints": [str(t) for t in state.taints],
-            "owned": state.owned,
-            "last_seen": observed_at,
-        }
-        statement = self._insert(PoolRow).values(
-            cluster_id=cluster_id, name=state.name, first_seen=observed_at, deleted_at=None, **values
+
+class _Statements:
+    """The writes, built once per store: building an upsert costs more CPU than running it."""
+
+    def __init__(self, insert: Any):
+        identity = ("name", "cloud", "account", "location", "cluster", "in_fleet")
+        cluster = insert(ClusterRow)
+        # On PostgreSQL the update takes the cluster row's lock until the transaction ends.
+        self.cluster_upsert = cluster.on_conflict_do_update(
+            index_elements=["name"], set_={column: cluster.excluded[column] for column in identity}
+        ).returning(ClusterRow.id, ClusterRow.observed_at)
+        self.cluster_ok = (
+            update(ClusterRow)
+            .where(ClusterRow.id == bindparam("cid"))
+            .values(
+                observed_at=bindparam("observed_at"),
+                last_sync_at=bindparam("now"),
+                status="ok",
+                last_error=None,
+            )
         )
+        pool = insert(PoolRow)
+        values = [
+            c.name
+            for c in PoolRow.__table__.columns
+            if c.name not in ("id", "cluster_id", "name", "first_seen", "deleted_at")
+        ]
         # A pool that comes back after being deleted is a new pool: it is first seen again now.
-        revived = case(
-            (PoolRow.deleted_at.is_not(None), statement.excluded.first_seen), else_=PoolRow.first_seen
+        revived = case((PoolRow.deleted_at.is_not(None), pool.excluded.first_seen), else_=PoolRow.first_seen)
+        self.pool_upsert = pool.on_conflict_do_update(
+            index_elements=["cluster_id", "name"],
+            set_={
+                **{column: pool.excluded[column] for column in values},
+                "first_seen": revived,
+                "deleted_at": None,
+            },
         )
-        statement = statement.on_conflict_do_update(
-            index_elements=["cluster_id", "name"], set_={**values, "first_seen": revived, "deleted_at": None}
+        self.pools_gone = (
+            update(PoolRow)
+            .where(
+                PoolRow.cluster_id == bindparam("cid"),
+                PoolRow.deleted_at.is_(None),
+                PoolRow.name.not_in(bindparam("seen", expanding=True)),
+            )
+            .values(deleted_at=bindparam("observed_at"))
         )
-        conn.execute(statement)
+        self.drift_clear = delete(DriftRow).where(DriftRow.cluster_id == bindparam("cid"))
+        self.drift_insert = insert(DriftRow)
+
+
+def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime) -> dict[str, Any]:
+    state, capacity = pool.state, pool.capacity
+    return {
+        "cluster_id": cluster_id,
+        "name": state.name,
+        "instance_type": state.instance_type,
+        "gpu_model": capacity.gpu_model,
+        "gpus_per_node": capacity.gpus_per_node,
+        "mig_profile": capacity.mig_profile,
+        "sharing": capacity.sharing,
+        "replicas": capacity.replicas,
+        "slices_per_node": capacity.slices_per_node,
+        "memory_per_slice_gb": capacity.memory_per_slice_gb,
+        "min_nodes": state.scaling.min,
+        "max_nodes": state.scaling.max,
+        "current_nodes": state.nodes,
+        "spot": state.spot,
+        "labels": state.label_map,
+        "taints": [str(t) for t in state.taints],
+        "owned": state.owned,
+        "first_seen": observed_at,
+        "last_seen": observed_at,
+        "deleted_at": None,
+    }
 
 
 _POOL_COLUMNS = (
@@ -365,4 +391,4 @@ def _engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade deadlocks
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -25,6 +27,8 @@ class SyncReport:
     failed: dict[str, str] = field(default_factory=dict)  # cluster -> error
     drift: dict[str, list[DriftFinding]] = field(default_factory=dict)
     pools: int = 0
+    wall_seconds: float = 0.0
+    write_seconds: float = 0.0  # summed over the clusters' transactions (writers overlap)
 
     @property
     def ok(self) -> bool:
@@ -73,30 +77,41 @@ def sync(
     discovered: Sequence[Cluster] = (),
     policy: RetryPolicy | None = None,
 ) -> SyncReport:
-    """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each."""
+    """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each in its
+    own transaction as soon as it is listed."""
     mine = [c for c in compiled if in_shard(c.cluster.name, shard)]
     extra = [c for c in discovered if in_shard(c.name, shard)]
     report = SyncReport(store.start_run(f"{shard[0]}/{shard[1]}" if shard else None))
-    observations = observe([c.cluster for c in mine] + list(extra), drivers, policy)
-    observed_at = now()
     by_name = {c.cluster.name: c for c in mine}
-    for observation in observations:
+    lock = threading.Lock()
+
+    def write(observation: Observation) -> None:
         cluster = observation.cluster
         fleet_entry = by_name.get(cluster.name)
         who = identity(cluster, in_fleet=fleet_entry is not None)
+        started = time.perf_counter()
         if observation.error is not None:
             store.record_failure(who, str(observation.error))
-            report.failed[cluster.name] = str(observation.error)
-            continue
+            with lock:
+                report.failed[cluster.name] = str(observation.error)
+                report.write_seconds += time.perf_counter() - started
+            return
         pools = [ObservedPool(p, capacity(cluster.cloud, p)) for p in observation.pools]
         if fleet_entry is None:  # discovered: its GPU pools only
             pools = [p for p in pools if p.capacity.gpu_model is not None]
         drift = drift_of(fleet_entry, observation) if fleet_entry is not None else []
-        store.record_cluster(who, pools, drift, observed_at)
-        report.written.append(cluster.name)
-        report.pools += len(pools)
-        if drift:
-            report.drift[cluster.name] = drift
+        store.record_cluster(who, pools, drift, now())
+        with lock:
+            report.written.append(cluster.name)
+            report.pools += len(pools)
+            if drift:
+                report.drift[cluster.name] = drift
+            report.write_seconds += time.perf_counter() - started
+
+    started = time.perf_counter()
+    observe([c.cluster for c in mine] + list(extra), drivers, policy, then=write)
+    report.wall_seconds = time.perf_counter() - started
+    report.written.sort()
     store.finish_run(
         report.run_id,
         ok=len(report.written),

@@ -1,0 +1,102 @@
+"""sync of 300 clusters (4 pools each) at 100 ms API latency into SQLite and PostgreSQL.
+
+The floor is one round trip per cluster divided by the concurrency (clusters observed at once).
+Rows per second counts the pool rows written during the write phase.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from bench import world
+from bench.figures import Figure
+from provisioner.catalog.store import Store
+from provisioner.catalog.sync import sync
+from provisioner.observe import MAX_WORKERS, Drivers
+
+LATENCY_MS = 100.0
+CLUSTERS, POOLS = 300, 4
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _postgres_database() -> tuple[str, str]:
+    import psycopg
+
+    name = f"provisioner_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(POSTGRES, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return name, f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+
+
+def _drop(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run() -> list[Figure]:
+    bench = world.start(CLUSTERS, POOLS, created=True, latency_ms=LATENCY_MS)
+    floor = CLUSTERS * (LATENCY_MS / 1000) / min(MAX_WORKERS, CLUSTERS)
+    figures = []
+    database, postgres_url = _postgres_database()
+    try:
+        drivers = Drivers(bench.sandbox_dir)
+        targets = {
+            "SQLite": f"sqlite:///{Path(tempfile.mkdtemp()) / 'catalog.db'}",
+            "PostgreSQL": postgres_url,
+        }
+        for label, url in targets.items():
+            store = Store(url)
+            store.migrate()
+            sync(bench.compiled.clusters, drivers, store)  # the first run inserts; measure the nightly one
+            report = sync(bench.compiled.clusters, drivers, store)
+            assert report.ok and report.pools == CLUSTERS * (POOLS + 1), report.failed
+            wall = report.wall_seconds
+            name = f"sync, {CLUSTERS} clusters x {POOLS} pools, {LATENCY_MS:g} ms latency, into {label}"
+            figures.append(
+                Figure(
+                    name,
+                    round(wall, 2),
+                    "s",
+                    round(floor, 2),
+                    f"floor: {CLUSTERS} round trips / {MAX_WORKERS} at once",
+                )
+            )
+            alone = _write_alone(store, bench, drivers)
+            figures.append(
+                Figure(
+                    f"sync rows written per second, {label}",
+                    round(report.pools / wall),
+                    "rows/s",
+                    round(alone),
+                    "the store writing alone, one transaction per cluster",
+                    note="sync's rate includes observing; rows per cluster = its pools",
+                )
+            )
+            store.engine.dispose()
+    finally:
+        bench.stop()
+        _drop(database)
+    return figures
+
+
+def _write_alone(store: Store, bench: world.BenchWorld, drivers: Drivers) -> float:
+    """Rows per second the store takes when nothing else runs: the same listings, written again."""
+    from provisioner.capacity import capacity
+    from provisioner.catalog.store import ObservedPool, now
+    from provisioner.catalog.sync import identity
+    from provisioner.observe import observe
+
+    observations = observe(bench.clusters, drivers)
+    rows = [
+        (identity(o.cluster), [ObservedPool(p, capacity(o.cluster.cloud, p)) for p in o.pools])
+        for o in observations
+    ]
+    started = time.perf_counter()
+    for who, pools in rows:
+        store.record_cluster(who, pools, [], now())
+    return sum(len(p) for _, p in rows) / (time.perf_counter() - started)
