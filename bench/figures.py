@@ -18,9 +18,13 @@ class Figure:
     note: str = ""
 
     @property
-    def ratio(self) -> float:
-        """baseline / value: how many times better than the baseline (or, for a floor, how close)."""
-        return round(self.baseline / self.value, 2) if self.value else float("inf")
+    def ratio(self) -> float | None:
+        """baseline / value: how many times better than the baseline (or, for a floor, how close).
+        For rates (units ending /s), more is better: value / baseline. None where it divides by 0."""
+        numerator, denominator = (
+            (self.value, self.baseline) if self.unit.endswith("/s") else (self.baseline, self.value)
+        )
+        return round(numerator / denominator, 2) if denominator else None
 
     def json(self) -> dict[str, object]:
         return {**asdict(self), "ratio": self.ratio}

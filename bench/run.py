@@ -18,9 +18,15 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 def benchmarks() -> dict[str, object]:
-    from bench import bench_apply, bench_plan
+    from bench import bench_apply, bench_compile, bench_plan, bench_startup, bench_sync
 
-    return {"plan": bench_plan, "apply": bench_apply}
+    return {
+        "plan": bench_plan,
+        "apply": bench_apply,
+        "sync": bench_sync,
+        "compile": bench_compile,
+        "startup": bench_startup,
+    }
 
 
 def table(figures: list[Figure]) -> str:
