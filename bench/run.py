@@ -29,22 +29,37 @@ def benchmarks() -> dict[str, object]:
     }
 
 
-def table(figures: list[Figure]) -> str:
-    rows = [
-        "| figure | provisioner | baseline | baseline value | ratio (baseline / provisioner) |",
-        "|---|---|---|---|---|",
-    ]
+def table(figures: list[dict[str, object]]) -> str:
+    rows = ["| figure | provisioner | beside | its value | ratio |", "|---|---|---|---|---|"]
     for f in figures:
+        ratio = "-" if f["ratio"] is None else f"{f['ratio']:g}"
         rows.append(
-            f"| {f.name} | {f.value:g} {f.unit} | {f.baseline_name} | {f.baseline:g} {f.unit} | {f.ratio:g} |"
+            f"| {f['name']} | {f['value']:g} {f['unit']} | {f['baseline_name']} "
+            f"| {f['baseline']:g} {f['unit']} | {ratio} |"
         )
     return "\n".join(rows) + "\n"
+
+
+def publish(document: dict[str, object]) -> str:
+    """Write results.md and the README's table from a results.json document."""
+    markdown = table(document["figures"])  # type: ignore[arg-type]
+    (HERE / "results.md").write_text(markdown, encoding="utf-8")
+    readme = README.read_text(encoding="utf-8")
+    if BEGIN in readme and END in readme:
+        head, rest = readme.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        README.write_text(f"{head}{BEGIN}\n{markdown}{END}{tail}", encoding="utf-8")
+    return markdown
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("names", nargs="*", help="only these benchmarks")
+    parser.add_argument("--publish-only", action="store_true", help="rewrite the tables from results.json")
     args = parser.parse_args()
+    if args.publish_only:
+        print(publish(json.loads((HERE / "results.json").read_text(encoding="utf-8"))), end="")
+        return
     figures: list[Figure] = []
     started = time.perf_counter()
     for name, module in benchmarks().items():
@@ -59,14 +74,7 @@ def main() -> None:
         "figures": [f.json() for f in figures],
     }
     (HERE / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    markdown = table(figures)
-    (HERE / "results.md").write_text(markdown, encoding="utf-8")
-    readme = README.read_text(encoding="utf-8")
-    if BEGIN in readme and END in readme:
-        head, rest = readme.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        README.write_text(f"{head}{BEGIN}\n{markdown}{END}{tail}", encoding="utf-8")
-    print(markdown, end="")
+    print(publish(document), end="")
 
 
 if __name__ == "__main__":

@@ -105,6 +105,6 @@ def test_wait_until_returns_the_result_or_times_out():
 
     answers = iter([None, None, "done"])
     assert wait_until(lambda: next(answers), 10, "op", sleep=sleep, clock=lambda: now[0]) == "done"
-    assert sleeps == [0.2, pytest.approx(0.3)]
+    assert sleeps == [0.1, pytest.approx(0.13)]
     with pytest.raises(OperationTimeout, match="op did not finish within 1 s"):
         wait_until(lambda: None, 1, "op", sleep=sleep, clock=lambda: now[0])
