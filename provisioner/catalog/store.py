@@ -173,17 +173,7 @@ class Store:
     # Reads
 
     def live_pools(self, cloud: str | None = None, cluster: str | None = None) -> list[dict[str, Any]]:
-        query = (
-            select(
-                ClusterRow.name.label("cluster"),
-                ClusterRow.cloud,
-                ClusterRow.status.label("cluster_status"),
-                PoolRow,
-            )
-            .join(PoolRow, PoolRow.cluster_id == ClusterRow.id)
-            .where(PoolRow.deleted_at.is_(None))
-            .order_by(ClusterRow.name, PoolRow.name)
-        )
+        query = _pools_query().where(PoolRow.deleted_at.is_(None))
         if cloud:
             query = query.where(ClusterRow.cloud == cloud)
         if cluster:
@@ -193,19 +183,8 @@ class Store:
 
     def pools_ever(self, cluster: str) -> list[dict[str, Any]]:
         """Every pool row of a cluster, deleted ones included (for audits and tests)."""
-        query = (
-            select(
-                ClusterRow.name.label("cluster"),
-                ClusterRow.cloud,
-                ClusterRow.status.label("cluster_status"),
-                PoolRow,
-            )
-            .join(PoolRow, PoolRow.cluster_id == ClusterRow.id)
-            .where(ClusterRow.name == cluster)
-            .order_by(PoolRow.name)
-        )
         with self.engine.connect() as conn:
-            return [_pool_dict(row) for row in conn.execute(query)]
+            return [_pool_dict(row) for row in conn.execute(_pools_query().where(ClusterRow.name == cluster))]
 
     def clusters(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
@@ -330,12 +309,18 @@ def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime) -> 
     }
 
 
-_POOL_COLUMNS = (
-    ClusterRow.name.label("cluster"),
-    ClusterRow.cloud,
-    ClusterRow.status.label("cluster_status"),
-    *PoolRow.__table__.columns,
-)
+def _pools_query() -> Any:
+    """Pool rows with their cluster's name, cloud and status, in cluster then pool order."""
+    return (
+        select(
+            ClusterRow.name.label("cluster"),
+            ClusterRow.cloud,
+            ClusterRow.status.label("cluster_status"),
+            *PoolRow.__table__.columns,
+        )
+        .join(PoolRow, PoolRow.cluster_id == ClusterRow.id)
+        .order_by(ClusterRow.name, PoolRow.name)
+    )
 
 
 def _pool_dict(row: Any) -> dict[str, Any]:
