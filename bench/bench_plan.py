@@ -45,31 +45,30 @@ def _pool_names(bench: world.BenchWorld) -> list[str]:
 
 
 def run(cluster_counts: tuple[int, ...] = (30, 300)) -> list[Figure]:
-    figures = []
+    return [figure for count in cluster_counts for figure in _measure(count)]
+
+
+def _measure(count: int) -> list[Figure]:
     round_trip = LATENCY_MS / 1000
-    for count in cluster_counts:
-        bench = world.start(count, POOLS, created=True, latency_ms=LATENCY_MS)
-        try:
-            drivers = Drivers(bench.sandbox_dir)
-            observe(bench.clusters, drivers)  # connections and imports warm, as in a second plan
-            ours = median_seconds(lambda: observe(bench.clusters, drivers)) / round_trip  # noqa: B023
-            read, names = _pool_reader(bench.sandbox_dir), _pool_names(bench)
-            read(names[0])
-            sequential = median_seconds(lambda: [read(n) for n in names], runs=1) / round_trip  # noqa: B023
+    bench = world.start(count, POOLS, created=True, latency_ms=LATENCY_MS)
+    try:
+        drivers = Drivers(bench.sandbox_dir)
+        observe(bench.clusters, drivers)  # connections and imports warm, as in a second plan
+        ours = median_seconds(lambda: observe(bench.clusters, drivers)) / round_trip
+        read, names = _pool_reader(bench.sandbox_dir), _pool_names(bench)
+        read(names[0])
+        sequential = median_seconds(lambda: [read(n) for n in names], runs=1) / round_trip
 
-            def parallel_10() -> None:
-                with ThreadPoolExecutor(max_workers=10) as pool:
-                    list(pool.map(read, names))  # noqa: B023
+        def parallel_10() -> None:
+            with ThreadPoolExecutor(max_workers=10) as pool:
+                list(pool.map(read, names))
 
-            parallel = median_seconds(parallel_10, runs=1) / round_trip
-        finally:
-            bench.stop()
-        name = f"plan, {count} clusters x {POOLS} pools, {LATENCY_MS:g} ms latency"
-        figures += [
-            Figure(
-                name, round(ours, 2), "round trips", round(sequential, 1), "per-pool reads, one at a time"
-            ),
-            Figure(name, round(ours, 2), "round trips", round(parallel, 1), "per-pool reads, 10 at a time"),
-            Figure(name, round(ours, 2), "round trips", 1.0, "floor: one round trip"),
-        ]
-    return figures
+        parallel = median_seconds(parallel_10, runs=1) / round_trip
+    finally:
+        bench.stop()
+    name = f"plan, {count} clusters x {POOLS} pools, {LATENCY_MS:g} ms latency"
+    return [
+        Figure(name, round(ours, 2), "round trips", round(sequential, 1), "per-pool reads, one at a time"),
+        Figure(name, round(ours, 2), "round trips", round(parallel, 1), "per-pool reads, 10 at a time"),
+        Figure(name, round(ours, 2), "round trips", 1.0, "floor: one round trip"),
+    ]

@@ -158,6 +158,10 @@ def import_sdk(*modules: str) -> None:
 ENDPOINTS_FILE = "endpoints.json"
 
 
+class SandboxNotRunning(DriverError):
+    pass
+
+
 def sandbox_endpoints(directory: str | Path) -> dict[str, str]:
     """The emulator addresses `provisioner sandbox serve --dir DIR` wrote, by cloud."""
     path = Path(directory) / ENDPOINTS_FILE
@@ -171,10 +175,6 @@ def sandbox_endpoints(directory: str | Path) -> dict[str, str]:
     except ValueError as exc:
         raise SandboxNotRunning(f"{path} is not JSON: {exc}") from None
     return endpoints
-
-
-class SandboxNotRunning(DriverError):
-    pass
 
 
 def connect(cloud: str, sandbox: str | Path | None = None) -> Driver:
