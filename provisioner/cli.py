@@ -174,18 +174,17 @@ def pools(sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: b
     """List every pool the fleet's clusters hold now, the ones provisioner does not own included."""
     from provisioner import report
     from provisioner.fleet import load
-    from provisioner.observe import Drivers, observe
+    from provisioner.observe import observe
 
     clusters = [c for c in load(fleet).clusters if cluster_name in (None, c.name)]
-    observations = observe(clusters, Drivers(sandbox))
+    observations = observe(clusters, _drivers(sandbox))
     if as_json:
         click.echo(json.dumps(report.observations_json(observations), indent=2))
     else:
         out.print(report.observations_table(observations))
-    failed = [o.cluster.name for o in observations if not o.ok]
-    for observation in observations:
-        if observation.error is not None:
-            click.echo(f"error: {observation.cluster.name}: {observation.error}", err=True)
+    failed = [o for o in observations if o.error is not None]
+    for observation in failed:
+        click.echo(f"error: {observation.cluster.name}: {observation.error}", err=True)
     if failed:
         sys.exit(1)
 
