@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import kubernetes_validate
 import pytest
-import yaml
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from ruamel.yaml import YAML
 
 from provisioner.capacity import capacity
 from provisioner.catalog.models import Base
@@ -83,7 +83,7 @@ def test_capacity_read_back_from_the_cloud_equals_what_the_compiler_planned(flee
 @pytest.mark.parametrize("shards", [1, 4])
 def test_the_cronjob_validates_against_the_kubernetes_schema(shards: int):
     text = render_cronjob(schedule="0 2 * * *", image="registry.example/provisioner:1.0", shards=shards)
-    document = yaml.safe_load(text)
+    document = YAML(typ="safe").load(text)
     kubernetes_validate.validate(document, "1.31", strict=True)
     spec = document["spec"]
     job = spec["jobTemplate"]["spec"]
