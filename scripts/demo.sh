@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job end to end on the built-in sandbox: start it, seed examples/fleet.yaml, plan,
-# apply, show the pools, plan again (no changes), stop it.
+# apply, show the pools, plan again (no changes), sync the catalog and show its capacity, stop.
 set -euo pipefail
 
 provisioner=".venv/bin/provisioner"
@@ -35,3 +35,9 @@ step provisioner pools "$fleet"
 
 step provisioner plan "$fleet" --detailed-exitcode
 "$provisioner" plan "$fleet" --detailed-exitcode
+
+step provisioner sync "$fleet"
+"$provisioner" sync "$fleet"
+
+step provisioner catalog inspect
+"$provisioner" catalog inspect
