@@ -80,7 +80,12 @@ class AksDriver:
         properties.update(
             {key: value for key, value in _properties(desired).items() if key in _IN_PLACE_PROPERTIES}
         )
-        if not desired.scaling.autoscaling:
+        scaling = desired.scaling
+        if scaling.autoscaling:
+            # The autoscaler owns the node count: keep it, inside the new bounds, rather than
+            # shrink the pool to its minimum on every label change.
+            properties["count"] = min(max(current.count or 0, scaling.min), scaling.max)
+        else:
             properties.pop("minCount", None)
             properties.pop("maxCount", None)
         self._put(cluster, desired.name, properties, f"updating agent pool {desired.name}")
@@ -163,7 +168,8 @@ class AksDriver:
             raise OperationTimeout(f"{what} did not finish within {self._operation_timeout:g} s")
 
 
-# nodeLabels, nodeTaints and the scaling settings change in place (FACTS.md).
+# nodeLabels, nodeTaints and the scaling settings change in place (FACTS.md). `count` is a fixed
+# pool's size; an autoscaled pool's is kept (update_pool).
 _IN_PLACE_PROPERTIES = ("nodeLabels", "nodeTaints", "enableAutoScaling", "minCount", "maxCount", "count")
 
 

@@ -107,14 +107,13 @@ class EksDriver:
         changes: dict[str, Any] = {}
         if current.labels != desired.labels:
             removed = sorted(set(current.label_map) - set(desired.label_map))
-            changes["labels"] = {"addOrUpdateLabels": desired.label_map, "removeLabels": removed}
+            changes["labels"] = _non_empty(addOrUpdateLabels=desired.label_map, removeLabels=removed)
         if current.taints != desired.taints:
             wanted = {(t.key, t.effect) for t in desired.taints}
             removed_taints = [_taint(t) for t in current.taints if (t.key, t.effect) not in wanted]
-            changes["taints"] = {
-                "addOrUpdateTaints": [_taint(t) for t in desired.taints],
-                "removeTaints": removed_taints,
-            }
+            changes["taints"] = _non_empty(
+                addOrUpdateTaints=[_taint(t) for t in desired.taints], removeTaints=removed_taints
+            )
         if current.scaling != desired.scaling:
             scaling = desired.scaling
             size = described["scalingConfig"].get("desiredSize", scaling.min)
@@ -225,6 +224,11 @@ class EksDriver:
         if done["status"] != "Successful":
             errors = "; ".join(e.get("errorMessage", "") for e in done.get("errors", []))
             raise OperationFailed(f"{what}: update {done['status']}{': ' + errors if errors else ''}")
+
+
+def _non_empty(**parts: Any) -> dict[str, Any]:
+    """UpdateNodegroupConfig's label and taint changes, without the empty halves EKS refuses."""
+    return {key: value for key, value in parts.items() if value}
 
 
 def _taint(taint: Taint) -> dict[str, str]:
