@@ -227,7 +227,7 @@ class EksDriver:
 
 
 def _non_empty(**parts: Any) -> dict[str, Any]:
-    """UpdateNodegroupConfig's label and taint changes, without the empty halves EKS refuses."""
+    """UpdateNodegroupConfig's label and taint changes, with no empty lists in them."""
     return {key: value for key, value in parts.items() if value}
 
 
