@@ -78,6 +78,7 @@ class GkeDriver:
             raise NotOwned(f"node pool {desired.name} was not created by provisioner; not updating it")
         name = f"{_path(cluster)}/nodePools/{desired.name}"
         changed = set(current.differences(desired))
+        # Only the changed fields, as cluster-api-provider-gcp sends them (no nodeVersion or imageType).
         update: dict[str, Any] = {}
         if "labels" in changed:
             update["labels"] = gke.NodeLabels(labels=desired.label_map)
