@@ -60,3 +60,12 @@ def test_faults_come_at_about_the_rate_asked_and_name_a_retry_after_when_throttl
     assert {f.status for f in hit} == {429, 503}
     assert all(f.retry_after is not None for f in hit if f.status == 429)
     assert Engine(fault_rate=0.0).fault() is None
+
+
+def test_a_refused_operation_changes_nothing():
+    engine = Engine(op_seconds=5.0, clock=Clock())
+    cluster = engine.add_cluster("c")
+    engine.begin("c", "create", "a", start=lambda: cluster.pools.__setitem__("a", {"status": "creating"}))
+    with pytest.raises(ClusterBusy):
+        engine.begin("c", "create", "b", start=lambda: cluster.pools.__setitem__("b", {"status": "creating"}))
+    assert list(cluster.pools) == ["a"]

@@ -93,13 +93,23 @@ class Engine:
             return sorted(self._clusters)
 
     def begin(
-        self, key: str, kind: OperationKind, pool: str, finish: Callable[[], None] = lambda: None
+        self,
+        key: str,
+        kind: OperationKind,
+        pool: str,
+        finish: Callable[[], None] = lambda: None,
+        start: Callable[[], None] = lambda: None,
     ) -> Operation:
-        """Start a pool operation on cluster `key`, or raise ClusterBusy while one runs."""
+        """Start a pool operation on cluster `key`, or raise ClusterBusy while one runs.
+
+        `start` applies the operation's first state (pool creating, stopping...) once the cluster
+        is known to be free, so a refused operation changes nothing.
+        """
         with self._lock:
             cluster = self.cluster(key)
             if cluster.running is not None:
                 raise ClusterBusy(cluster.running)
+            start()
             operation = Operation(
                 id=f"op-{next(self._ids)}",
                 cluster=key,

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from provisioner import hardware
-from provisioner.sandbox.engine import Engine, Operation, UnknownCluster
+from provisioner.sandbox.engine import ClusterBusy, Engine, Operation, UnknownCluster
 from provisioner.sandbox.wire import ApiError
 
 TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)$")
@@ -81,16 +81,16 @@ class AksBackend:
             else:
                 self._check_update(current, properties)
             self._check_common(properties)
-            self._ensure_idle(key, "create" if current is None else "update", name)
+            kind = "create" if current is None else "update"
             state = "Creating" if current is None else "Updating"
-            pools[name] = {**properties, "provisioningState": state}
-
-            def finish() -> None:
-                pools[name] = {**pools[name], "provisioningState": "Succeeded"}
-
-            return self.engine.begin(
-                key, "create" if current is None else "update", name, finish
-            ), current is None
+            operation = self._begin(
+                key,
+                kind,
+                name,
+                start=lambda: pools.__setitem__(name, {**properties, "provisioningState": state}),
+                finish=lambda: pools.__setitem__(name, {**pools[name], "provisioningState": "Succeeded"}),
+            )
+            return operation, current is None
 
     def delete_pool(self, key: str, name: str) -> Operation | None:
         """Start deleting; None where the pool does not exist (ARM answers 204)."""
@@ -105,9 +105,14 @@ class AksBackend:
                 raise ApiError(
                     400, "OperationNotAllowed", "A cluster must keep at least one System agent pool."
                 )
-            self._ensure_idle(key, "delete", name)
-            pools[name] = {**pools[name], "provisioningState": "Deleting"}
-            return self.engine.begin(key, "delete", name, lambda: pools.pop(name, None))
+            deleting = {**pools[name], "provisioningState": "Deleting"}
+            return self._begin(
+                key,
+                "delete",
+                name,
+                start=lambda: pools.__setitem__(name, deleting),
+                finish=lambda: pools.pop(name, None),
+            )
 
     # Rules
 
@@ -186,12 +191,14 @@ class AksBackend:
         except KeyError:
             raise ApiError(404, "NotFound", f"Agent pool {name!r} not found.") from None
 
-    def _ensure_idle(self, key: str, kind: str, pool: str) -> None:
-        running = self.engine.cluster(key).running
-        if running is not None:
+    def _begin(self, key: str, kind: Any, pool: str, start: Any, finish: Any) -> Operation:
+        try:
+            return self.engine.begin(key, kind, pool, finish=finish, start=start)
+        except ClusterBusy as busy:
+            running = busy.running
             raise ApiError(
                 409,
                 "OperationNotAllowed",
                 f"Operation is not allowed because there's an in progress {running.kind} node pool "
                 f"operation ({running.id}) on agent pool {running.pool}. Please wait for it to finish.",
-            )
+            ) from None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from provisioner import hardware
-from provisioner.sandbox.engine import Engine, Operation, UnknownCluster
+from provisioner.sandbox.engine import ClusterBusy, Engine, Operation, UnknownCluster
 from provisioner.sandbox.wire import ApiError
 
 TAINT_EFFECTS = ("NO_SCHEDULE", "PREFER_NO_SCHEDULE", "NO_EXECUTE")
@@ -107,12 +107,15 @@ class GkeBackend:
             self._check_new_pool(pool)
             if pool.name in pools:
                 raise ApiError(409, "ALREADY_EXISTS", f"Already exists: {key}/nodePools/{pool.name}.")
-            self._ensure_idle(key)
-            pools[pool.name] = replace(
+            creating = replace(
                 pool, disk_size_gb=pool.disk_size_gb or DEFAULT_DISK_SIZE_GB, status="PROVISIONING"
             )
-            return self.engine.begin(
-                key, "create", pool.name, lambda: self._set_status(pools, pool.name, "RUNNING")
+            return self._begin(
+                key,
+                "create",
+                pool.name,
+                start=lambda: pools.__setitem__(pool.name, creating),
+                finish=lambda: pools.__setitem__(pool.name, replace(pools[pool.name], status="RUNNING")),
             )
 
     def update_pool(self, key: str, name: str, changes: dict[str, Any]) -> Operation:
@@ -142,10 +145,14 @@ class GkeBackend:
     def delete_pool(self, key: str, name: str) -> Operation:
         with self.engine.lock:
             pools = self._pools(key)
-            self._pool(key, name)
-            self._ensure_idle(key)
-            pools[name] = replace(pools[name], status="STOPPING")
-            return self.engine.begin(key, "delete", name, lambda: pools.pop(name, None))
+            stopping = replace(self._pool(key, name), status="STOPPING")
+            return self._begin(
+                key,
+                "delete",
+                name,
+                start=lambda: pools.__setitem__(name, stopping),
+                finish=lambda: pools.pop(name, None),
+            )
 
     # Rules
 
@@ -240,19 +247,19 @@ class GkeBackend:
 
     def _change(self, key: str, name: str, kind: str, updated: NodePool) -> Operation:
         pools = self._pools(key)
-        self._ensure_idle(key)
-        pools[name] = replace(pools[name], status="RECONCILING")
-        return self.engine.begin(
-            key, kind, name, lambda: pools.__setitem__(name, replace(updated, status="RUNNING"))
+        reconciling = replace(pools[name], status="RECONCILING")
+        return self._begin(
+            key,
+            kind,
+            name,
+            start=lambda: pools.__setitem__(name, reconciling),
+            finish=lambda: pools.__setitem__(name, replace(updated, status="RUNNING")),
         )
 
-    @staticmethod
-    def _set_status(pools: dict[str, NodePool], name: str, status: str) -> None:
-        pools[name] = replace(pools[name], status=status)
-
-    def _ensure_idle(self, key: str) -> None:
-        running = self.engine.cluster(key).running
-        if running is not None:
+    def _begin(self, key: str, kind: Any, pool: str, start: Any, finish: Any) -> Operation:
+        try:
+            return self.engine.begin(key, kind, pool, finish=finish, start=start)
+        except ClusterBusy as busy:
             raise ApiError(
-                400, "FAILED_PRECONDITION", f"Cluster is running incompatible operation {running.id}."
-            )
+                400, "FAILED_PRECONDITION", f"Cluster is running incompatible operation {busy.running.id}."
+            ) from None
