@@ -87,8 +87,7 @@ class Applier:
         result = ApplyResult()
         if not work:
             return result
-        for cloud in {c.cluster.cloud for c in work}:
-            self.drivers(cloud)  # made here, before the threads, which then share them
+        self.drivers.prepare([c.cluster for c in work])
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(work))) as pool:
             for outcomes in pool.map(self._run_cluster, work):
                 result.outcomes.extend(outcomes)

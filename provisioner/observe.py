@@ -22,10 +22,6 @@ class Observation:
     pools: tuple[PoolState, ...] = ()
     error: DriverError | None = None  # the listing failed; `pools` is then empty, not "no pools"
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
 
 class Drivers:
     """One driver per cloud, made on first use, shared by the threads that observe and apply."""
@@ -38,6 +34,12 @@ class Drivers:
         if cloud not in self._drivers:
             self._drivers[cloud] = connect(cloud, self.sandbox)
         return self._drivers[cloud]
+
+    def prepare(self, clusters: Sequence[Cluster]) -> None:
+        """Make the drivers these clusters need now, before worker threads share them, so no two
+        threads make one (nor import an SDK at once)."""
+        for cloud in {c.cloud for c in clusters}:
+            self(cloud)
 
 
 def observe(
@@ -52,8 +54,7 @@ def observe(
     so slow work on one cluster overlaps the listing of the others.
     """
     policy = policy or RetryPolicy()
-    for cloud in {c.cloud for c in clusters}:
-        drivers(cloud)  # made before the threads start, so no two threads make one
+    drivers.prepare(clusters)
 
     def one(cluster: Cluster) -> Observation:
         try:

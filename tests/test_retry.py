@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.drivers import Busy, InvalidRequest, Throttled, Unavailable, wait_until
+from provisioner.drivers import Busy, InvalidRequest, Throttled, Unavailable, retry_after_seconds, wait_until
 from provisioner.pools import Scaling
 from provisioner.retry import RetryPolicy
 
@@ -74,3 +74,9 @@ def test_a_poll_that_is_throttled_is_polled_again_after_its_retry_after():
 def test_bounds_that_cannot_move_are_a_fixed_size():
     assert Scaling(2, 2, autoscaling=True) == Scaling.fixed(2)
     assert Scaling(1, 3, autoscaling=True).autoscaling
+
+
+def test_retry_after_in_seconds_or_none_when_a_date_or_absent():
+    assert retry_after_seconds("1.5") == 1.5
+    assert retry_after_seconds("Wed, 21 Oct 2026 07:28:00 GMT") is None
+    assert retry_after_seconds(None) is None

@@ -63,6 +63,14 @@ class OperationFailed(DriverError):
     """The cloud accepted the request, then its long-running operation failed."""
 
 
+def retry_after_seconds(header: str | None) -> float | None:
+    """A Retry-After header's delay in seconds; None where absent or not a number (an HTTP date)."""
+    try:
+        return float(header) if header is not None else None
+    except ValueError:
+        return None
+
+
 # Errors that say "later", not "no": callers retry them with backoff, honouring retry_after.
 TRANSIENT = (Busy, Throttled, Unavailable)
 

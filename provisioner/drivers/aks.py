@@ -26,6 +26,7 @@ from provisioner.drivers import (
     discovered_name,
     import_sdk,
     poll_intervals,
+    retry_after_seconds,
 )
 from provisioner.fleet import AksCluster
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
@@ -289,11 +290,7 @@ def _sdk_errors(what: str = "") -> Iterator[None]:
 
 def _retry_after(exc: Any) -> float | None:
     response = getattr(exc, "response", None)
-    value = response.headers.get("Retry-After") if response is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    return retry_after_seconds(response.headers.get("Retry-After") if response is not None else None)
 
 
 def _driver_error(exc: Any, what: str) -> DriverError:

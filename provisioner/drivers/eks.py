@@ -24,6 +24,7 @@ from provisioner.drivers import (
     Unavailable,
     discovered_name,
     import_sdk,
+    retry_after_seconds,
     wait_until,
 )
 from provisioner.fleet import EksCluster
@@ -286,8 +287,8 @@ def _driver_error(exc: Any) -> DriverError:
     if code == "ResourceInUseException":
         return Busy(message)
     if code in _THROTTLING or status == 429:
-        retry_after = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("retry-after")
-        return Throttled(message, float(retry_after) if retry_after else None)
+        headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        return Throttled(message, retry_after_seconds(headers.get("retry-after")))
     if code in _AUTH or status in (401, 403):
         return AuthenticationFailed(message)
     if status >= 500:

@@ -23,6 +23,7 @@ from provisioner.drivers import (
     Unavailable,
     discovered_name,
     import_sdk,
+    retry_after_seconds,
     wait_until,
 )
 from provisioner.fleet import GkeCluster
@@ -295,7 +296,7 @@ def _driver_error(exc: Any) -> DriverError:
     if response is not None:
         with contextlib.suppress(ValueError):
             status = response.json().get("error", {}).get("status", "")
-        retry_after = _seconds(response.headers.get("Retry-After"))
+        retry_after = retry_after_seconds(response.headers.get("Retry-After"))
     message = exc.message or str(exc)
     if status == "FAILED_PRECONDITION" and "operation" in message.lower():
         return Busy(message)
@@ -308,10 +309,3 @@ def _driver_error(exc: Any) -> DriverError:
     if status_code is not None and status_code >= 500:
         return Unavailable(message)
     return InvalidRequest(message)
-
-
-def _seconds(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
