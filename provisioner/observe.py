@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from provisioner.drivers import OPERATION_TIMEOUT, Driver, DriverError, connect, poll_intervals
+from provisioner.drivers import OPERATION_TIMEOUT, Driver, DriverError, OperationTimeout, connect, wait_until
 from provisioner.fleet import Cluster
 from provisioner.pools import PoolState
 from provisioner.retry import RetryPolicy
@@ -80,18 +79,18 @@ def observe_settled(
     on_wait: Callable[[list[str]], None] | None = None,
 ) -> list[Observation]:
     """Observe, waiting first for operations still running in the clusters (a killed run's, say),
-    so what is planned starts from where those operations end."""
-    deadline = time.monotonic() + timeout
-    observations = observe(clusters, drivers, policy)
-    intervals = poll_intervals()
-    while time.monotonic() < deadline:
-        running = [
-            f"{o.cluster.name}/{p.name}" for o in observations for p in o.pools if p.status == "changing"
-        ]
-        if not running:
-            break
-        if on_wait is not None:
+    so what is planned starts from where those operations end. Past `timeout`, the last
+    observation is returned as it is: apply then waits again, per cluster, under its lock."""
+    last: list[Observation] = []
+
+    def settled() -> list[Observation] | None:
+        last[:] = observe(clusters, drivers, policy)
+        running = [f"{o.cluster.name}/{p.name}" for o in last for p in o.pools if p.status == "changing"]
+        if running and on_wait is not None:
             on_wait(running)
-        time.sleep(next(intervals))
-        observations = observe(clusters, drivers, policy)
-    return observations
+        return None if running else list(last)
+
+    try:
+        return wait_until(settled, timeout, "the running operations")
+    except OperationTimeout:
+        return list(last)
