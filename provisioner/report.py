@@ -14,12 +14,8 @@ from rich.text import Text
 from provisioner.apply import ApplyResult, Outcome
 from provisioner.drivers import DriverError
 from provisioner.observe import Observation
-from provisioner.plan import Change, Plan
-from provisioner.pools import PoolState, Scaling
-
-
-def scaling_text(scaling: Scaling) -> str:
-    return f"{scaling.min}-{scaling.max}" if scaling.autoscaling else str(scaling.min)
+from provisioner.plan import Change, Plan, value_json
+from provisioner.pools import PoolState
 
 
 def pool_json(pool: PoolState) -> dict[str, Any]:
@@ -70,7 +66,7 @@ def observations_table(observations: Sequence[Observation]) -> Table:
                 str(pool.gpus_per_node or ""),
                 pool.mig_setting or "",
                 sharing,
-                scaling_text(pool.scaling),
+                str(value_json("scaling", pool.scaling)),
                 "yes" if pool.spot else "",
                 "yes" if pool.owned else "[dim]no[/]",
             )
