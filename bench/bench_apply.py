@@ -13,7 +13,7 @@ from pathlib import Path
 from bench import world
 from bench.figures import Figure
 from provisioner.apply import Applier
-from provisioner.drivers import connect
+from provisioner.drivers.registry import connect
 from provisioner.locks import FileLocks
 from provisioner.observe import Drivers
 from provisioner.sharing import desired_state
@@ -41,7 +41,7 @@ def run(clusters: int = 10, pools: int = 3) -> list[Figure]:
         started = time.perf_counter()
         for cluster in serial_world.compiled.clusters:
             for pool in cluster.pools:
-                driver.create_pool(cluster.cluster, desired_state(pool))
+                driver.create_pool(cluster.target.ref, desired_state(pool))
         serial = (time.perf_counter() - started) / OP_SECONDS
     finally:
         serial_world.stop()

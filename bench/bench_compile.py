@@ -44,7 +44,7 @@ for cluster in compiled.clusters:
         if i % 3 == 0:
             state = dataclasses.replace(state, scaling=dataclasses.replace(state.scaling, max=9))
         pools.append(state)
-    observations.append(Observation(cluster.cluster, tuple(pools)))
+    observations.append(Observation(cluster.target, tuple(pools)))
 observed = time.process_time()
 plan = diff(compiled.clusters, observations)
 done = time.process_time()

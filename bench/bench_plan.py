@@ -22,12 +22,12 @@ def _pool_reader(sandbox_dir):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import container_v1
 
-    from provisioner.drivers import sandbox_endpoints
+    from provisioner.sandbox.endpoints import read_endpoints
 
     client = container_v1.ClusterManagerClient(
         transport="rest",
         credentials=AnonymousCredentials(),
-        client_options={"api_endpoint": sandbox_endpoints(sandbox_dir)["gke"]},
+        client_options={"api_endpoint": read_endpoints(sandbox_dir)["gke"]},
     )
 
     def read(name: str) -> object:
@@ -38,7 +38,8 @@ def _pool_reader(sandbox_dir):
 
 def _pool_names(bench: world.BenchWorld) -> list[str]:
     return [
-        f"projects/{c.cluster.project}/locations/{c.cluster.location}/clusters/{c.cluster.cluster}/nodePools/{p.pool.name}"  # type: ignore[union-attr]
+        f"projects/{c.target.ref.account}/locations/{c.target.ref.location}/clusters/{c.target.ref.name}"
+        f"/nodePools/{p.pool.name}"
         for c in bench.compiled.clusters
         for p in c.pools
     ]

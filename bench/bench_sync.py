@@ -93,7 +93,7 @@ def _write_alone(store: Store, bench: world.BenchWorld, drivers: Drivers) -> flo
 
     observations = observe(bench.clusters, drivers)
     rows = [
-        (identity(o.cluster), [ObservedPool(p, capacity(o.cluster.cloud, p)) for p in o.pools])
+        (identity(o.target), [ObservedPool(p, capacity(o.target.cloud, p)) for p in o.pools])
         for o in observations
     ]
     started = time.perf_counter()

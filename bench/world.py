@@ -50,7 +50,7 @@ class BenchWorld:
 
     @property
     def clusters(self) -> list[GkeCluster]:
-        return [c.cluster for c in self.compiled.clusters]  # type: ignore[misc]
+        return [c.target for c in self.compiled.clusters]
 
     def stop(self) -> None:
         self.control.send("stop")
@@ -93,12 +93,12 @@ def _serve(
     op_seconds: float,
     control: Connection,
 ) -> None:
-    sandbox = Sandbox(directory, SandboxSettings()).start([c.cluster for c in compiled.clusters])
+    sandbox = Sandbox(directory, SandboxSettings()).start([c.target.ref for c in compiled.clusters])
     if created:
         backend = sandbox.emulators["gke"].backend  # type: ignore[attr-defined]
         for cluster in compiled.clusters:
-            target = cluster.cluster
-            key = cluster_key(target.project, target.location, target.cluster)  # type: ignore[union-attr]
+            ref = cluster.target.ref
+            key = cluster_key(ref.account, ref.location, ref.name)
             for pool in cluster.pools:
                 backend.create_pool(key, _as_created(pool.pool.name))
     for engine in sandbox.engines.values():

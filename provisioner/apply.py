@@ -3,6 +3,9 @@
 Before acting on a cluster, apply waits for any operation still running there (one a killed run
 left behind is waited for, never repeated), then observes again: a cluster that changed since
 the plan is refused as stale, never acted on from an outdated picture.
+
+Apply is the one layer that retries an operation: each step of an action (a replace is a delete,
+then a create) is retried on its own, and drivers never retry inside it.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from provisioner.drivers import OPERATION_TIMEOUT, Driver, DriverError, NotFound, wait_until
-from provisioner.fleet import Cluster
+from provisioner.actions import Action
+from provisioner.drivers import OPERATION_TIMEOUT, ClusterRef, Driver, wait_until
+from provisioner.errors import CloudError, NotFound, OperationFailed, ProvisionerError, StalePlan
 from provisioner.locks import FileLocks
 from provisioner.observe import Drivers
 from provisioner.plan import Change, ClusterPlan, Plan, fingerprint
@@ -29,7 +33,7 @@ MAX_PARALLEL_CLUSTERS = 32
 class Outcome:
     cluster: str
     pool: str
-    action: str
+    action: Action
     done: bool
     message: str = ""
     seconds: float = 0.0
@@ -55,7 +59,7 @@ class ApplyResult:
 class Reporter(Protocol):
     def cluster_waiting(self, cluster: str, why: str) -> None: ...
     def change_started(self, change: Change) -> None: ...
-    def change_retrying(self, change: Change, error: DriverError, delay: float) -> None: ...
+    def change_retrying(self, change: Change, error: CloudError, delay: float) -> None: ...
     def change_finished(self, outcome: Outcome) -> None: ...
 
 
@@ -66,7 +70,7 @@ class SilentReporter:
     def change_started(self, change: Change) -> None:
         pass
 
-    def change_retrying(self, change: Change, error: DriverError, delay: float) -> None:
+    def change_retrying(self, change: Change, error: CloudError, delay: float) -> None:
         pass
 
     def change_finished(self, outcome: Outcome) -> None:
@@ -87,70 +91,68 @@ class Applier:
         result = ApplyResult()
         if not work:
             return result
-        self.drivers.prepare([c.cluster for c in work])
+        self.drivers.prepare([c.target for c in work])
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(work))) as pool:
             for outcomes in pool.map(self._run_cluster, work):
                 result.outcomes.extend(outcomes)
         return result
 
     def _run_cluster(self, planned: ClusterPlan) -> list[Outcome]:
-        cluster = planned.cluster
-        driver = self.drivers(cluster.cloud)
+        target = planned.target
+        driver = self.drivers(target.cloud)
         try:
-            with self.locks.hold(cluster.target, self.lock_timeout, f"cluster {cluster.name}"):
-                self._settle(driver, cluster, planned)
-                return [self._carry_out(driver, cluster, change) for change in planned.changes]
-        except DriverError as error:  # the lock, the settling or the staleness check
-            return [Outcome(cluster.name, c.pool, c.action, False, str(error)) for c in planned.changes]
+            with self.locks.hold(target.ref.key, self.lock_timeout, f"cluster {target.name}"):
+                self._settle(driver, target.ref, planned)
+                return [self._carry_out(driver, target.ref, change) for change in planned.changes]
+        except ProvisionerError as error:  # the lock, the settling or the staleness check
+            return [Outcome(target.name, c.pool, c.action, False, str(error)) for c in planned.changes]
 
-    def _settle(self, driver: Driver, cluster: Cluster, planned: ClusterPlan) -> None:
+    def _settle(self, driver: Driver, cluster: ClusterRef, planned: ClusterPlan) -> None:
         """Wait for operations still running in the cluster, then refuse if it changed since the plan."""
 
         def settled() -> list[PoolState] | None:
-            pools = self.policy.call(lambda: driver.list_pools(cluster))
+            pools = driver.list_pools(cluster)
             return pools if all(p.status != "changing" for p in pools) else None
 
-        pools = settled()
+        pools = self.policy.call(settled)
         if pools is None:
             running = ", ".join(planned.in_progress) or "a pool"
-            self.reporter.cluster_waiting(cluster.name, f"waiting for the operation on {running} to finish")
-            pools = wait_until(settled, self.operation_timeout, f"the running operation in {cluster.name}")
+            name = planned.target.name
+            self.reporter.cluster_waiting(name, f"waiting for the operation on {running} to finish")
+            pools = wait_until(settled, self.operation_timeout, f"the running operation in {name}")
         if fingerprint(pools) != planned.fingerprint:
-            raise DriverError(
-                f"plan is stale: cluster {cluster.name} changed since it was planned; run plan again"
+            raise StalePlan(
+                f"plan is stale: cluster {planned.target.name} changed since it was planned; run plan again"
             )
 
-    def _carry_out(self, driver: Driver, cluster: Cluster, change: Change) -> Outcome:
+    def _carry_out(self, driver: Driver, cluster: ClusterRef, change: Change) -> Outcome:
         self.reporter.change_started(change)
         started = time.monotonic()
         steps: dict[str, Callable[[], object]] = {
             "create": lambda: self._create(driver, cluster, change),
             "update": lambda: driver.update_pool(cluster, change.desired),  # type: ignore[arg-type]
-            "replace": lambda: self._replace(driver, cluster, change),
             "delete": lambda: self._delete(driver, cluster, change.pool),
         }
+        name = change.cluster
         try:
-            self._retrying(change, steps[change.action])
-        except DriverError as error:
-            outcome = Outcome(
-                cluster.name, change.pool, change.action, False, str(error), time.monotonic() - started
-            )
+            for step in change.action.steps:
+                self.policy.call(
+                    steps[step],
+                    on_retry=lambda error, delay: self.reporter.change_retrying(change, error, delay),
+                )
+        except CloudError as error:
+            outcome = Outcome(name, change.pool, change.action, False, str(error), time.monotonic() - started)
         else:
-            outcome = Outcome(cluster.name, change.pool, change.action, True, "", time.monotonic() - started)
+            outcome = Outcome(name, change.pool, change.action, True, "", time.monotonic() - started)
         self.reporter.change_finished(outcome)
         return outcome
 
-    def _retrying(self, change: Change, step: Callable[[], object]) -> object:
-        return self.policy.call(
-            step, on_retry=lambda error, delay: self.reporter.change_retrying(change, error, delay)
-        )
-
-    def _create(self, driver: Driver, cluster: Cluster, change: Change) -> None:
+    def _create(self, driver: Driver, cluster: ClusterRef, change: Change) -> None:
         """Create, or, where an earlier attempt's request did reach the cloud, wait for that pool."""
         assert change.desired is not None
         try:
             driver.create_pool(cluster, change.desired)
-        except DriverError:
+        except CloudError:
             existing = {p.name: p for p in driver.list_pools(cluster)}.get(change.pool)
             if existing is None or not existing.owned:
                 raise
@@ -160,18 +162,14 @@ class Applier:
                 f"creating {change.pool}",
             )
 
-    def _replace(self, driver: Driver, cluster: Cluster, change: Change) -> None:
-        self._delete(driver, cluster, change.pool)
-        self._retrying(change, lambda: self._create(driver, cluster, change))
-
     @staticmethod
-    def _delete(driver: Driver, cluster: Cluster, name: str) -> None:
+    def _delete(driver: Driver, cluster: ClusterRef, name: str) -> None:
         with contextlib.suppress(NotFound):  # gone already: a retry after the cloud took the first request
             driver.delete_pool(cluster, name)
 
     @staticmethod
-    def _ready(driver: Driver, cluster: Cluster, name: str) -> bool:
+    def _ready(driver: Driver, cluster: ClusterRef, name: str) -> bool:
         pool = {p.name: p for p in driver.list_pools(cluster)}.get(name)
         if pool is not None and pool.status == "failed":
-            raise DriverError(f"pool {name} failed to create")
+            raise OperationFailed(f"pool {name} failed to create")
         return pool is not None and pool.status == "ready"

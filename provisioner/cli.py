@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 
 from provisioner import __version__
-from provisioner.source import Diagnostic, FleetError
+from provisioner.errors import FleetError, ProvisionerError
 
 if TYPE_CHECKING:
     from provisioner.observe import Drivers
@@ -26,29 +26,19 @@ out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty()
 
 
 class _Group(click.Group):
-    """Turns FleetError into its listed diagnostics and exit status 1, never a traceback."""
+    """Prints any error of the tool's one tree and exits 1: never a traceback."""
 
     def invoke(self, ctx: click.Context):
-        from provisioner.drivers import DriverError  # no SDK behind this import
-
         try:
             return super().invoke(ctx)
-        except FleetError as exc:
-            _print_diagnostics(exc.diagnostics)
-            ctx.exit(1)
-        except DriverError as exc:
-            click.echo(f"error: {exc}", err=True)
+        except ProvisionerError as exc:
+            for line in exc.report():
+                click.echo(line, err=True)
             ctx.exit(1)
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _print_diagnostics(diagnostics: list[Diagnostic]) -> None:
-    for diagnostic in diagnostics:
-        click.echo(str(diagnostic), err=True)
-    click.echo(_count(len(diagnostics), "error"), err=True)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -138,7 +128,7 @@ def render(
 
     compiled = compile_file(fleet)
     if cluster_name is not None and compiled.cluster(cluster_name) is None:
-        names = ", ".join(c.cluster.name for c in compiled.clusters)
+        names = ", ".join(c.name for c in compiled.clusters)
         raise click.ClickException(f"no cluster {cluster_name!r} in {fleet}; clusters: {names}")
     rendered = rendering.render_fleet(compiled, cluster_name)
     if out_dir is None:
@@ -173,10 +163,11 @@ def schema() -> None:
 def pools(sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: bool) -> None:
     """List every pool the fleet's clusters hold now, the ones provisioner does not own included."""
     from provisioner import report
+    from provisioner.drivers import Target
     from provisioner.fleet import load
     from provisioner.observe import observe
 
-    clusters = [c for c in load(fleet).clusters if cluster_name in (None, c.name)]
+    clusters = [Target(c.name, c.ref) for c in load(fleet).clusters if cluster_name in (None, c.name)]
     observations = observe(clusters, _drivers(sandbox))
     if as_json:
         click.echo(json.dumps(report.observations_json(observations), indent=2))
@@ -184,7 +175,7 @@ def pools(sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: b
         out.print(report.observations_table(observations))
     failed = [o for o in observations if o.error is not None]
     for observation in failed:
-        click.echo(f"error: {observation.cluster.name}: {observation.error}", err=True)
+        click.echo(f"error: {observation.target.name}: {observation.error}", err=True)
     if failed:
         sys.exit(1)
 
@@ -225,7 +216,7 @@ def serve(
 
     fleet = load(seed_fleet) if seed_fleet else None
     settings = SandboxSettings(latency_ms=latency_ms, op_seconds=op_seconds, fault_rate=fault_rate)
-    running = Sandbox(directory, settings).start(fleet.clusters if fleet else ())
+    running = Sandbox(directory, settings).start([c.ref for c in fleet.clusters] if fleet else ())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     for cloud, url in running.endpoints.items():
@@ -406,7 +397,7 @@ def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
         from provisioner.catalog.sync import sync as sync_clusters
 
         touched = {o.cluster for o in result.outcomes}
-        changed = [c for c in compiled.clusters if c.cluster.name in touched]
+        changed = [c for c in compiled.clusters if c.name in touched]
         recorded = sync_clusters(changed, drivers, _store(carry.sandbox, carry.catalog_url))
         out.print(f"Catalog: recorded {_count(len(recorded.written), 'changed cluster')}.")
     if not result.ok:

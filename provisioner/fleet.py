@@ -28,8 +28,10 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from provisioner.drivers import ClusterRef
+from provisioner.errors import FleetError
 from provisioner.pools import TAINT_EFFECTS, Scaling, Taint
-from provisioner.source import Diagnostic, FleetError, Loc, SourceDocument
+from provisioner.source import Diagnostic, Loc, SourceDocument
 
 Sharing = Literal["exclusive", "time-slicing", "mps"]
 
@@ -161,12 +163,18 @@ class Pool(Spec):
 
 
 class _ClusterSpec(Spec):
+    """A cluster entry; `ref` is how drivers are told which cluster it is."""
+
     name: ClusterName
     cluster: NonEmpty
     pools: list[Pool] = []
 
     _loc: Loc = PrivateAttr(())
-    _complete: bool = PrivateAttr(True)  # False: its own fields are invalid (see _valid_parts)
+    _complete: bool = PrivateAttr(True)
+
+    @property
+    def ref(self) -> ClusterRef:
+        raise NotImplementedError  # False: its own fields are invalid (see _valid_parts)
 
 
 class AksCluster(_ClusterSpec):
@@ -177,13 +185,9 @@ class AksCluster(_ClusterSpec):
     resource_group: _matching(r"[-\w.()]{0,89}[-\w()]", "a resource group name")
 
     @property
-    def target(self) -> tuple[str, ...]:
-        return ("aks", self.subscription.lower(), self.resource_group.lower(), self.cluster)
-
-    @property
-    def scope(self) -> tuple[str, str]:
-        """(account, location), as the catalog records where a cluster lives."""
-        return self.subscription.lower(), self.resource_group.lower()
+    def ref(self) -> ClusterRef:
+        # ARM compares subscription IDs and resource group names without case.
+        return ClusterRef("aks", self.subscription.lower(), self.resource_group.lower(), self.cluster)
 
 
 class GkeCluster(_ClusterSpec):
@@ -192,12 +196,8 @@ class GkeCluster(_ClusterSpec):
     location: _matching(r"[a-z]+-[a-z]+\d+(-[a-z])?", "a region or zone, e.g. us-central1 or us-central1-a")
 
     @property
-    def target(self) -> tuple[str, ...]:
-        return ("gke", self.project, self.location, self.cluster)
-
-    @property
-    def scope(self) -> tuple[str, str]:
-        return self.project, self.location
+    def ref(self) -> ClusterRef:
+        return ClusterRef("gke", self.project, self.location, self.cluster)
 
 
 class EksCluster(_ClusterSpec):
@@ -209,12 +209,10 @@ class EksCluster(_ClusterSpec):
     ]
 
     @property
-    def target(self) -> tuple[str, ...]:
-        return ("eks", self.region, self.cluster)
-
-    @property
-    def scope(self) -> tuple[str, str]:
-        return self.node_role.split(":")[4], self.region  # the AWS account, from the role's ARN
+    def ref(self) -> ClusterRef:
+        account = self.node_role.split(":")[4]  # the AWS account, from the role's ARN
+        extras = {"node_role": self.node_role, "subnets": tuple(self.subnets)}
+        return ClusterRef("eks", account, self.region, self.cluster, extras)
 
 
 Cluster = Annotated[Union[AksCluster, GkeCluster, EksCluster], Field(discriminator="cloud")]  # noqa: UP007
@@ -340,7 +338,7 @@ def _duplicates(data: Any, fleet: Fleet) -> list[tuple[Loc, str]]:
     for cluster in fleet.clusters:
         if not cluster._complete:
             continue
-        first = targets.setdefault(cluster.target, cluster)
+        first = targets.setdefault(cluster.ref.key, cluster)
         if first is not cluster:
             problems.append(
                 (

@@ -20,11 +20,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from provisioner.drivers import DriverError
-
-
-class LockHeld(DriverError):
-    """The lock stayed taken for the whole --lock-timeout."""
+from provisioner.errors import LockHeld
 
 
 def default_directory(sandbox: Path | None) -> Path:

@@ -7,8 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from provisioner.drivers import OPERATION_TIMEOUT, Driver, DriverError, OperationTimeout, connect, wait_until
-from provisioner.fleet import Cluster
+from provisioner.drivers import OPERATION_TIMEOUT, Driver, Target, wait_until
+from provisioner.drivers.registry import connect
+from provisioner.errors import CloudError, OperationTimeout
 from provisioner.pools import PoolState
 from provisioner.retry import RetryPolicy
 
@@ -17,9 +18,9 @@ MAX_WORKERS = 64  # clusters observed at once: each waits on the network, not th
 
 @dataclass(frozen=True)
 class Observation:
-    cluster: Cluster
+    target: Target
     pools: tuple[PoolState, ...] = ()
-    error: DriverError | None = None  # the listing failed; `pools` is then empty, not "no pools"
+    error: CloudError | None = None  # the listing failed; `pools` is then empty, not "no pools"
 
 
 class Drivers:
@@ -34,7 +35,7 @@ class Drivers:
             self._drivers[cloud] = connect(cloud, self.sandbox)
         return self._drivers[cloud]
 
-    def prepare(self, clusters: Sequence[Cluster]) -> None:
+    def prepare(self, clusters: Sequence[Target]) -> None:
         """Make the drivers these clusters need now, before worker threads share them, so no two
         threads make one (nor import an SDK at once)."""
         for cloud in {c.cloud for c in clusters}:
@@ -42,12 +43,13 @@ class Drivers:
 
 
 def observe(
-    clusters: Sequence[Cluster],
+    clusters: Sequence[Target],
     drivers: Drivers,
     policy: RetryPolicy | None = None,
     then: Callable[[Observation], None] | None = None,
 ) -> list[Observation]:
     """Each cluster's pools, in the order given; a cluster whose listing failed carries its error.
+    A failed listing is retried whole here, the one layer that retries it.
 
     `then` runs on each observation in its worker as soon as it is made (sync writes it there),
     so slow work on one cluster overlaps the listing of the others.
@@ -55,11 +57,11 @@ def observe(
     policy = policy or RetryPolicy()
     drivers.prepare(clusters)
 
-    def one(cluster: Cluster) -> Observation:
+    def one(cluster: Target) -> Observation:
         try:
-            pools = policy.call(lambda: drivers(cluster.cloud).list_pools(cluster))
+            pools = policy.call(lambda: drivers(cluster.cloud).list_pools(cluster.ref))
             observation = Observation(cluster, tuple(sorted(pools, key=lambda p: p.name)))
-        except DriverError as error:
+        except CloudError as error:
             observation = Observation(cluster, error=error)
         if then is not None:
             then(observation)
@@ -72,7 +74,7 @@ def observe(
 
 
 def observe_settled(
-    clusters: Sequence[Cluster],
+    clusters: Sequence[Target],
     drivers: Drivers,
     policy: RetryPolicy | None = None,
     timeout: float = OPERATION_TIMEOUT,
@@ -85,7 +87,7 @@ def observe_settled(
 
     def settled() -> list[Observation] | None:
         last[:] = observe(clusters, drivers, policy)
-        running = [f"{o.cluster.name}/{p.name}" for o in last for p in o.pools if p.status == "changing"]
+        running = [f"{o.target.name}/{p.name}" for o in last for p in o.pools if p.status == "changing"]
         if running and on_wait is not None:
             on_wait(running)
         return None if running else list(last)

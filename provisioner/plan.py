@@ -11,18 +11,13 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from provisioner.fleet import Cluster
+from provisioner.actions import ACTIONS, CREATE, DELETE, REPLACE, UPDATE, Action
+from provisioner.drivers import Target
 from provisioner.observe import Observation
 from provisioner.pools import POOL_FIELDS, PoolState, Scaling
 from provisioner.sharing import CompiledCluster, desired_state
-
-Action = Literal["create", "update", "replace", "delete"]
-ACTIONS: tuple[Action, ...] = ("create", "update", "replace", "delete")
-# The order a cluster's operations run in: a replaced pool's name must be free before its new
-# pool is created, and deletes go last so capacity is added before it is removed.
-_RUN_ORDER = {"update": 0, "create": 1, "replace": 2, "delete": 3}
 
 
 @dataclass(frozen=True)
@@ -46,7 +41,7 @@ class Change:
         return {
             "cluster": self.cluster,
             "pool": self.pool,
-            "action": self.action,
+            "action": self.action.name,
             "fields": [
                 {
                     "field": f.field,
@@ -71,7 +66,7 @@ class Conflict:
 
 @dataclass(frozen=True)
 class ClusterPlan:
-    cluster: Cluster
+    target: Target
     changes: tuple[Change, ...] = ()
     fingerprint: str = ""  # of the observed pools, so apply can tell whether the cluster changed since
     in_progress: tuple[str, ...] = ()  # pools with an operation still running: apply waits for them
@@ -91,19 +86,19 @@ class Plan:
     @property
     def summary(self) -> dict[str, int]:
         counts = Counter(change.action for change in self.changes)
-        return {action: counts.get(action, 0) for action in ACTIONS}
+        return {action.name: counts.get(action, 0) for action in ACTIONS}
 
     @property
     def errors(self) -> list[str]:
-        return [f"{c.cluster.name}: {c.error}" for c in self.clusters if c.error] + [
-            f"{c.cluster.name}: {conflict}" for c in self.clusters for conflict in c.conflicts
+        return [f"{c.target.name}: {c.error}" for c in self.clusters if c.error] + [
+            f"{c.target.name}: {conflict}" for c in self.clusters for conflict in c.conflicts
         ]
 
     def json(self) -> dict[str, Any]:
         return {
             "changes": [change.json() for change in self.changes],
             "summary": self.summary,
-            "in_progress": [f"{c.cluster.name}/{pool}" for c in self.clusters for pool in c.in_progress],
+            "in_progress": [f"{c.target.name}/{pool}" for c in self.clusters for pool in c.in_progress],
             "errors": self.errors,
         }
 
@@ -116,9 +111,9 @@ def fingerprint(pools: Sequence[PoolState]) -> str:
 
 def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: bool = False) -> ClusterPlan:
     """The changes that bring the observed cluster to the compiled one (to no owned pools, if destroy)."""
-    cluster = compiled.cluster
+    target = compiled.target
     if observation.error is not None:
-        return ClusterPlan(cluster, error=str(observation.error))
+        return ClusterPlan(target, error=str(observation.error))
     desired = {} if destroy else {p.pool.name: desired_state(p) for p in compiled.pools}
     observed = {p.name: p for p in observation.pools}
     in_place = compiled.cloud.in_place
@@ -127,7 +122,7 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
     for name, want in desired.items():
         have = observed.get(name)
         if have is None:
-            changes.append(Change(cluster.name, name, "create", _all_fields(want), want))
+            changes.append(Change(target.name, name, CREATE, _all_fields(want), want))
         elif not have.owned:
             conflicts.append(
                 Conflict(
@@ -137,15 +132,15 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
                 )
             )
         else:
-            change = _compare(cluster.name, want, have, in_place)
+            change = _compare(target.name, want, have, in_place)
             if change is not None:
                 changes.append(change)
     for name, have in observed.items():
         if have.owned and name not in desired:
-            changes.append(Change(cluster.name, name, "delete", _all_fields(have, removed=True)))
-    changes.sort(key=lambda c: (_RUN_ORDER[c.action], c.pool))
+            changes.append(Change(target.name, name, DELETE, _all_fields(have, removed=True)))
+    changes.sort(key=lambda c: (c.action.run_order, c.pool))
     return ClusterPlan(
-        cluster,
+        target,
         tuple(changes),
         fingerprint(observation.pools),
         in_progress=tuple(p.name for p in observation.pools if p.status == "changing"),
@@ -156,14 +151,14 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
 def diff(
     compiled: Sequence[CompiledCluster], observations: Sequence[Observation], destroy: bool = False
 ) -> Plan:
-    by_name = {o.cluster.name: o for o in observations}
-    return Plan(tuple(diff_cluster(c, by_name[c.cluster.name], destroy) for c in compiled), destroy=destroy)
+    by_name = {o.target.name: o for o in observations}
+    return Plan(tuple(diff_cluster(c, by_name[c.name], destroy) for c in compiled), destroy=destroy)
 
 
 def _compare(cluster: str, want: PoolState, have: PoolState, in_place: frozenset[str]) -> Change | None:
     if have.status == "failed":
         return Change(
-            cluster, want.name, "replace", _all_fields(want), want, reason="its last operation failed"
+            cluster, want.name, REPLACE, _all_fields(want), want, reason="its last operation failed"
         )
     names = want.differences(have)
     if not names:
@@ -180,9 +175,9 @@ def _compare(cluster: str, want: PoolState, have: PoolState, in_place: frozenset
     forcing = [f.field for f in fields if f.forces_replacement]
     if forcing:
         return Change(
-            cluster, want.name, "replace", fields, want, reason=f"{', '.join(forcing)} cannot change in place"
+            cluster, want.name, REPLACE, fields, want, reason=f"{', '.join(forcing)} cannot change in place"
         )
-    return Change(cluster, want.name, "update", fields, want)
+    return Change(cluster, want.name, UPDATE, fields, want)
 
 
 def _all_fields(state: PoolState, removed: bool = False) -> tuple[FieldChange, ...]:

@@ -36,7 +36,7 @@ def save(plan: Plan, fleet_path: str, fleet_text: str, out: Path) -> None:
         "provisioner": __version__,
         "fleet": {"path": fleet_path, "text": fleet_text},
         "destroy": plan.destroy,
-        "clusters": {c.cluster.name: c.fingerprint for c in plan.clusters},
+        "clusters": {c.target.name: c.fingerprint for c in plan.clusters},
         "changes": plan.json()["changes"],
     }
     out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -11,8 +11,9 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from rich.table import Table
 from rich.text import Text
 
+from provisioner.actions import ACTIONS
 from provisioner.apply import ApplyResult, Outcome
-from provisioner.drivers import DriverError
+from provisioner.errors import CloudError
 from provisioner.observe import Observation
 from provisioner.plan import Change, Plan, value_json
 from provisioner.pools import PoolState
@@ -41,8 +42,8 @@ def pool_json(pool: PoolState) -> dict[str, Any]:
 def observations_json(observations: Sequence[Observation]) -> list[dict[str, Any]]:
     return [
         {
-            "cluster": o.cluster.name,
-            "cloud": o.cluster.cloud,
+            "cluster": o.target.name,
+            "cloud": o.target.cloud,
             "error": str(o.error) if o.error else None,
             "pools": [pool_json(p) for p in o.pools],
         }
@@ -56,11 +57,11 @@ def observations_table(observations: Sequence[Observation]) -> Table:
         table.add_column(column)
     for observation in observations:
         if observation.error is not None:
-            table.add_row(observation.cluster.name, "[red]listing failed[/]", *[""] * 7)
+            table.add_row(observation.target.name, "[red]listing failed[/]", *[""] * 7)
         for pool in observation.pools:
             sharing = f"{pool.sharing.strategy} x{pool.sharing.clients_per_gpu}" if pool.sharing else ""
             table.add_row(
-                observation.cluster.name,
+                observation.target.name,
                 pool.name,
                 pool.instance_type,
                 str(pool.gpus_per_node or ""),
@@ -73,27 +74,13 @@ def observations_table(observations: Sequence[Observation]) -> Table:
     return table
 
 
-_SIGILS = {
-    "create": ("+", "green"),
-    "update": ("~", "yellow"),
-    "replace": ("-/+", "magenta"),
-    "delete": ("-", "red"),
-}
-_PHRASES = {
-    "create": "will be created",
-    "update": "will be updated in place",
-    "replace": "must be replaced",
-    "delete": "will be deleted",
-}
-
-
 def plan_text(plan: Plan) -> Text:
     """A plan as Terraform users read one: per cluster, per pool, each field before -> after."""
     lines = Text()
     for cluster in plan.clusters:
         if not (cluster.changes or cluster.in_progress or cluster.conflicts or cluster.error):
             continue
-        lines.append(cluster.cluster.name, style="bold").append(f" ({cluster.cluster.cloud})\n")
+        lines.append(cluster.target.name, style="bold").append(f" ({cluster.target.cloud})\n")
         if cluster.error:
             lines.append(f"  could not observe: {cluster.error}\n", style="red")
         for pool in cluster.in_progress:
@@ -111,15 +98,15 @@ def plan_text(plan: Plan) -> Text:
 
 
 def _change_lines(lines: Text, change: Change) -> None:
-    sigil, style = _SIGILS[change.action]
-    lines.append(f"  {sigil} ", style=style).append(change.pool, style="bold")
-    lines.append(f" {_PHRASES[change.action]}")
+    action = change.action
+    lines.append(f"  {action.sigil} ", style=action.style).append(change.pool, style="bold")
+    lines.append(f" {action.phrase}")
     lines.append(f" ({change.reason})\n" if change.reason else "\n")
     for f in change.fields:
         lines.append(f"      {f.field}: ")
-        if change.action == "create":
+        if action.shows == "after":
             lines.append(_show(f.after))
-        elif change.action == "delete":
+        elif action.shows == "before":
             lines.append(_show(f.before), style="red")
         else:
             lines.append(_show(f.before)).append(" -> ").append(_show(f.after))
@@ -157,35 +144,28 @@ class ProgressReporter:
         self.progress.console.print(Text(f"{cluster}: {why}", style="dim"))
 
     def change_started(self, change: Change) -> None:
-        label = f"{change.cluster}/{change.pool}: {_ING[change.action]}"
+        label = f"{change.cluster}/{change.pool}: {change.action.doing}"
         self._tasks[(change.cluster, change.pool)] = self.progress.add_task(label, total=1)
 
-    def change_retrying(self, change: Change, error: DriverError, delay: float) -> None:
+    def change_retrying(self, change: Change, error: CloudError, delay: float) -> None:
         task = self._tasks[(change.cluster, change.pool)]
         why = type(error).__name__
-        label = f"{change.cluster}/{change.pool}: {_ING[change.action]} (retry in {delay:.1f} s: {why})"
+        label = f"{change.cluster}/{change.pool}: {change.action.doing} (retry in {delay:.1f} s: {why})"
         self.progress.update(task, description=label)
 
     def change_finished(self, outcome: Outcome) -> None:
         task = self._tasks[(outcome.cluster, outcome.pool)]
         if outcome.done:
-            label = f"[green]✓[/] {outcome.cluster}/{outcome.pool}: {_PAST[outcome.action]}"
+            label = f"[green]✓[/] {outcome.cluster}/{outcome.pool}: {outcome.action.done}"
         else:
             label = f"[red]✗[/] {outcome.cluster}/{outcome.pool}: {outcome.action} failed"
         self.progress.update(task, description=label, completed=1)
 
 
-_ING = {"create": "creating", "update": "updating", "replace": "replacing", "delete": "deleting"}
-_PAST = {"create": "created", "update": "updated", "replace": "replaced", "delete": "deleted"}
-
-
 def apply_summary(result: ApplyResult) -> Text:
     lines = Text()
-    counts = {
-        action: sum(o.action == action for o in result.done)
-        for action in ("create", "update", "replace", "delete")
-    }
-    done = ", ".join(f"{n} {_PAST[a]}" for a, n in counts.items())
+    counts = {action: sum(o.action == action for o in result.done) for action in ACTIONS}
+    done = ", ".join(f"{n} {action.done}" for action, n in counts.items())
     if result.ok:
         lines.append(f"Apply complete: {done}.\n", style="green")
         return lines

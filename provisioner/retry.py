@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from provisioner.drivers import TRANSIENT, DriverError
+from provisioner.errors import TRANSIENT, CloudError
 
 T = TypeVar("T")
 
@@ -22,14 +22,12 @@ class RetryPolicy:
     sleep: Callable[[float], None] = time.sleep
     random: Callable[[], float] = random.random
 
-    def delay(self, attempt: int, error: DriverError) -> float:
+    def delay(self, attempt: int, error: CloudError) -> float:
         """Full jitter (AWS's "Exponential Backoff and Jitter"), floored at the Retry-After."""
         backoff = self.random() * min(self.ceiling, self.base * 2**attempt)
         return max(backoff, getattr(error, "retry_after", None) or 0.0)
 
-    def call(
-        self, action: Callable[[], T], on_retry: Callable[[DriverError, float], None] | None = None
-    ) -> T:
+    def call(self, action: Callable[[], T], on_retry: Callable[[CloudError, float], None] | None = None) -> T:
         for attempt in range(self.attempts):
             try:
                 return action()

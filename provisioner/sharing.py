@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from provisioner import hardware
+from provisioner.drivers import Target
+from provisioner.errors import FleetError
 from provisioner.fleet import Cluster, Fleet, Pool, Sharing, parse
 from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
 from provisioner.pools import GPU_TAINT, NativeSharing, PoolState, Taint
-from provisioner.source import Diagnostic, FleetError, Loc
+from provisioner.source import Diagnostic, Loc
 
 DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
@@ -128,6 +130,14 @@ class CompiledCluster:
     pools: tuple[CompiledPool, ...]
 
     @property
+    def name(self) -> str:
+        return self.cluster.name
+
+    @property
+    def target(self) -> Target:
+        return Target(self.cluster.name, self.cluster.ref)
+
+    @property
     def device_plugin_configs(self) -> list[DevicePluginConfig]:
         """The distinct device-plugin configs this cluster's pools select, in key order."""
         configs = {p.setup.device_plugin for p in self.pools if p.setup.device_plugin}
@@ -144,7 +154,7 @@ class CompiledFleet:
     clusters: tuple[CompiledCluster, ...]
 
     def cluster(self, name: str) -> CompiledCluster | None:
-        return next((c for c in self.clusters if c.cluster.name == name), None)
+        return next((c for c in self.clusters if c.name == name), None)
 
 
 def desired_state(compiled: CompiledPool) -> PoolState:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
+
+from provisioner.errors import FleetError
 
 Loc = tuple[str | int, ...]
 
@@ -30,14 +31,6 @@ class Diagnostic:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
-
-
-class FleetError(Exception):
-    """One or more problems with fleet files; each is a Diagnostic."""
-
-    def __init__(self, diagnostics: Iterable[Diagnostic]):
-        self.diagnostics = sorted(set(diagnostics), key=lambda d: (d.file, d.line or 0, d.path))
-        super().__init__("\n".join(map(str, self.diagnostics)))
 
 
 class SourceDocument:

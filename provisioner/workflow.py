@@ -5,15 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from provisioner.drivers import DriverError
+from provisioner.errors import StalePlan
 from provisioner.observe import Drivers, observe, observe_settled
 from provisioner.plan import Plan, diff
 from provisioner.planfile import SavedPlan
 from provisioner.sharing import CompiledFleet, compile_file
-
-
-class StalePlan(DriverError):
-    pass
 
 
 def read_fleet(path: str) -> tuple[CompiledFleet, str]:
@@ -32,7 +28,7 @@ def make_plan(
 ) -> Plan:
     """Observe every cluster at once and diff. With `settle`, first wait for operations still
     running (apply plans from where they end, so a killed run's operation is never repeated)."""
-    clusters = [c.cluster for c in compiled.clusters]
+    clusters = [c.target for c in compiled.clusters]
     observations = (
         observe_settled(clusters, drivers, on_wait=on_wait) if settle else observe(clusters, drivers)
     )
@@ -44,9 +40,9 @@ def replan_saved(saved: SavedPlan, drivers: Drivers) -> tuple[CompiledFleet, Pla
     compiled = compile_file(saved.fleet_path, saved.fleet_text)
     plan = make_plan(compiled, drivers, destroy=saved.destroy)
     changed = sorted(
-        c.cluster.name
+        c.target.name
         for c in plan.clusters
-        if c.error is None and saved.fingerprints.get(c.cluster.name) != c.fingerprint
+        if c.error is None and saved.fingerprints.get(c.target.name) != c.fingerprint
     )
     if changed:
         raise StalePlan(

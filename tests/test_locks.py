@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.locks import FileLocks, LockHeld
+from provisioner.errors import LockHeld
+from provisioner.locks import FileLocks
 
 KEY = ("gke", "project", "europe-west4", "cluster")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.drivers import connect
+from provisioner.drivers.registry import connect
 from provisioner.pools import Scaling
 from provisioner.sandbox.server import SandboxSettings
 from provisioner.sharing import compile_file
@@ -103,12 +103,12 @@ def test_a_saved_plan_is_refused_when_its_cluster_changed_since(world: World, tm
     driver = connect("gke", world.sandbox.directory)
     from provisioner.sharing import desired_state
 
-    driver.create_pool(gcp.cluster, desired_state(gcp.pools[2]))  # someone else creates "spare"
+    driver.create_pool(gcp.target.ref, desired_state(gcp.pools[2]))  # someone else creates "spare"
 
     refused = world.run("apply", str(saved))
     assert refused.exit_code == 1
     assert "stale" in refused.output and "gcp" in refused.output
-    names = {p.name for p in driver.list_pools(gcp.cluster)}
+    names = {p.name for p in driver.list_pools(gcp.target.ref)}
     assert names == {"default-pool", "spare"}  # nothing of the stale plan was carried out
 
     fresh = tmp_path / "fresh.plan"
@@ -175,7 +175,7 @@ def test_scaling_a_fixed_pool_to_autoscaling_and_back(world: World):
     for cluster in compiled.clusters:
         spare = {
             p.name: p
-            for p in connect(cluster.cluster.cloud, world.sandbox.directory).list_pools(cluster.cluster)
+            for p in connect(cluster.target.cloud, world.sandbox.directory).list_pools(cluster.target.ref)
         }["spare"]
         assert spare.scaling == Scaling(1, 3, autoscaling=True)
 
@@ -212,7 +212,7 @@ def test_a_killed_apply_is_finished_by_the_next_one_without_repeating_its_operat
         while not (directory / "endpoints.json").exists():
             assert time.monotonic() < deadline
             time.sleep(0.1)
-        gcp = compile_file(fleet).cluster("gcp").cluster
+        gcp = compile_file(fleet).cluster("gcp").target.ref
         driver = connect("gke", directory)
         first = subprocess.Popen(
             [*provisioner, "apply", str(fleet), "--auto-approve"], env=env, stdout=subprocess.DEVNULL
@@ -222,7 +222,7 @@ def test_a_killed_apply_is_finished_by_the_next_one_without_repeating_its_operat
             time.sleep(0.05)
         first.send_signal(signal.SIGKILL)
         first.wait()
-        clusters = [c.cluster for c in compile_file(fleet).clusters]
+        clusters = [c.target.ref for c in compile_file(fleet).clusters]
         left = sum(p.owned for c in clusters for p in connect(c.cloud, directory).list_pools(c))
 
         second = subprocess.run(
@@ -252,8 +252,8 @@ def test_a_killed_apply_is_finished_by_the_next_one_without_repeating_its_operat
 def test_two_applies_on_one_cluster_never_interleave(world: World):
     from provisioner.locks import FileLocks
 
-    gcp = compile_file(world.fleet).cluster("gcp").cluster
-    with FileLocks(world.sandbox.directory / "locks").hold(gcp.target, 0, "another apply"):
+    gcp = compile_file(world.fleet).cluster("gcp").target.ref
+    with FileLocks(world.sandbox.directory / "locks").hold(gcp.key, 0, "another apply"):
         blocked = world.run("apply", str(world.fleet), "--auto-approve", "--lock-timeout", "0.3")
     assert blocked.exit_code == 1
     assert f"cluster gcp is locked by pid {os.getpid()}" in blocked.output

@@ -38,7 +38,7 @@ def test_every_device_plugin_label_names_a_key_with_the_same_replicas(example):
             key = setup.labels.get(DEVICE_PLUGIN_LABEL)
             if key is None:
                 continue
-            data = load_yaml(rendered[cluster.cluster.name].files[DEVICE_PLUGIN_FILE])["data"]
+            data = load_yaml(rendered[cluster.name].files[DEVICE_PLUGIN_FILE])["data"]
             assert key in data, f"{compiled_pool.pool.name}: {key} missing from the ConfigMap"
             config = load_yaml(data[key])
             [section] = config["sharing"].values()

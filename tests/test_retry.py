@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.drivers import Busy, InvalidRequest, Throttled, Unavailable, retry_after_seconds, wait_until
+from provisioner.drivers import wait_until
+from provisioner.errors import Busy, InvalidRequest, Throttled, Unavailable, retry_after_seconds
 from provisioner.pools import Scaling
 from provisioner.retry import RetryPolicy
 

@@ -10,14 +10,12 @@ from dataclasses import dataclass, field
 
 from provisioner.capacity import capacity
 from provisioner.catalog.store import ClusterIdentity, DriftFinding, ObservedPool, Store, now
-from provisioner.drivers import DriverError
-from provisioner.fleet import Cluster
+from provisioner.drivers import ClusterRef, Target
+from provisioner.errors import CloudError
 from provisioner.observe import Drivers, Observation, observe
 from provisioner.plan import diff_cluster
 from provisioner.retry import RetryPolicy
 from provisioner.sharing import CompiledCluster
-
-_DRIFT_KIND = {"create": "missing", "delete": "extra", "update": "changed", "replace": "changed"}
 
 
 @dataclass
@@ -43,9 +41,9 @@ def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % count == index
 
 
-def identity(cluster: Cluster, in_fleet: bool = True) -> ClusterIdentity:
-    account, location = cluster.scope
-    return ClusterIdentity(cluster.name, cluster.cloud, account, location, cluster.cluster, in_fleet)
+def identity(target: Target, in_fleet: bool = True) -> ClusterIdentity:
+    ref = target.ref
+    return ClusterIdentity(target.name, ref.cloud, ref.account, ref.location, ref.name, in_fleet)
 
 
 def drift_of(compiled: CompiledCluster, observation: Observation) -> list[DriftFinding]:
@@ -54,9 +52,9 @@ def drift_of(compiled: CompiledCluster, observation: Observation) -> list[DriftF
     findings = [
         DriftFinding(
             change.pool,
-            _DRIFT_KIND[change.action],
+            change.action.drift,
             [{"field": f.field, "fleet": f.after, "cloud": f.before} for f in change.fields]
-            if change.action in ("update", "replace")
+            if change.action.drift == "changed"
             else [],
         )
         for change in planned.changes
@@ -74,19 +72,19 @@ def sync(
     store: Store,
     *,
     shard: tuple[int, int] | None = None,
-    discovered: Sequence[Cluster] = (),
+    discovered: Sequence[Target] = (),
     policy: RetryPolicy | None = None,
 ) -> SyncReport:
     """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each in its
     own transaction as soon as it is listed."""
-    mine = [c for c in compiled if in_shard(c.cluster.name, shard)]
+    mine = [c for c in compiled if in_shard(c.name, shard)]
     extra = [c for c in discovered if in_shard(c.name, shard)]
     report = SyncReport(store.start_run(f"{shard[0]}/{shard[1]}" if shard else None))
-    by_name = {c.cluster.name: c for c in mine}
+    by_name = {c.name: c for c in mine}
     lock = threading.Lock()
 
     def write(observation: Observation) -> None:
-        cluster = observation.cluster
+        cluster = observation.target
         fleet_entry = by_name.get(cluster.name)
         who = identity(cluster, in_fleet=fleet_entry is not None)
         started = time.perf_counter()
@@ -109,7 +107,7 @@ def sync(
             report.write_seconds += time.perf_counter() - started
 
     started = time.perf_counter()
-    observe([c.cluster for c in mine] + list(extra), drivers, policy, then=write)
+    observe([c.target for c in mine] + list(extra), drivers, policy, then=write)
     report.wall_seconds = time.perf_counter() - started
     report.written.sort()
     store.finish_run(
@@ -124,21 +122,24 @@ def sync(
 
 def discover(
     compiled: Sequence[CompiledCluster], drivers: Drivers, policy: RetryPolicy | None = None
-) -> tuple[list[Cluster], dict[str, str]]:
+) -> tuple[list[Target], dict[str, str]]:
     """Clusters the credentials see in each subscription, project or region the fleet uses, that
-    the fleet does not name; and, per scope whose listing failed, its error."""
+    the fleet does not name, each named by its path; and, per scope whose listing failed, its error."""
     policy = policy or RetryPolicy()
-    scopes: dict[tuple[str, tuple[str, str]], Cluster] = {}
+    scopes: dict[tuple[str, str, str], ClusterRef] = {}
     for entry in compiled:
-        scopes.setdefault((entry.cluster.cloud, entry.cluster.scope), entry.cluster)
-    known = {c.cluster.target for c in compiled}
-    found: list[Cluster] = []
+        ref = entry.target.ref
+        scopes.setdefault((ref.cloud, ref.account, ref.location), ref)
+    known = {c.target.ref.key for c in compiled}
+    found: dict[str, Target] = {}
     errors: dict[str, str] = {}
-    for (cloud, (account, location)), scope in scopes.items():
+    for (cloud, account, location), scope in scopes.items():
         try:
             listed = policy.call(lambda scope=scope: drivers(scope.cloud).discover(scope))
-        except DriverError as error:
+        except CloudError as error:
             errors[f"{cloud}/{account}/{location}"] = str(error)
             continue
-        found += [c for c in listed if c.target not in known and c.name not in {f.name for f in found}]
-    return found, errors
+        for ref in listed:
+            if ref.key not in known:
+                found.setdefault(ref.path, Target(ref.path, ref))
+    return list(found.values()), errors

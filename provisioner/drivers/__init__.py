@@ -1,78 +1,65 @@
 """The Driver protocol: the only code that knows a cloud SDK lives in this package's modules.
 
-Each driver module imports its SDK inside itself, turns the SDK's errors into the few typed
-errors below, and returns PoolStates; nothing of the SDK leaves the module.
+Each driver module imports its SDK inside itself, turns the SDK's errors into the CloudErrors of
+provisioner.errors (through `errors.cloud_error` and its own ErrorCodes), and returns
+PoolStates; nothing of the SDK leaves the module. Drivers are told which cluster by a ClusterRef,
+their own small type, never by the fleet file's models.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
-from provisioner import hardware
-from provisioner.fleet import Cluster
+from provisioner.errors import OperationTimeout, Throttled, Unavailable
 from provisioner.pools import PoolState
 
 T = TypeVar("T")
 
 
-class DriverError(Exception):
-    """A cloud call failed; the message is the cloud's own, credentials never in it."""
+@dataclass(frozen=True)
+class ClusterRef:
+    """Which cluster a driver acts on: the cloud, where the cluster lives and its name there.
+
+    account and location are the two levels above the cluster in the cloud's own resource path
+    (AKS subscription and resource group, GKE project and location, EKS account and region);
+    `extras` holds what a cloud needs beyond them (EKS: the node role and subnets new node
+    groups get).
+    """
+
+    cloud: str
+    account: str
+    location: str
+    name: str
+    extras: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """The cluster's identity: two refs with the same key are the same cluster."""
+        return (self.cloud, self.account, self.location, self.name)
+
+    @property
+    def path(self) -> str:
+        """`cloud/account/location/cluster`: how a cluster found by discovery is named."""
+        return "/".join(self.key)
 
 
-class NotFound(DriverError):
-    pass
+@dataclass(frozen=True)
+class Target:
+    """A cluster as the layers above drivers name it: the fleet's name for it (or, for a cluster
+    found by discovery, its path) and the reference its driver takes."""
 
+    name: str
+    ref: ClusterRef
 
-class Busy(DriverError):
-    """Another operation runs on the cluster (AKS 409 OperationNotAllowed, GKE FAILED_PRECONDITION)."""
+    @property
+    def cloud(self) -> str:
+        return self.ref.cloud
 
-
-class Throttled(DriverError):
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after  # seconds, from the cloud's Retry-After where it sent one
-
-
-class Unavailable(DriverError):
-    """The cloud answered 5xx or did not answer: worth trying again later."""
-
-
-class InvalidRequest(DriverError):
-    pass
-
-
-class NotOwned(DriverError):
-    """The pool exists but this tool did not create it, so it is never changed or deleted."""
-
-
-class AuthenticationFailed(DriverError):
-    pass
-
-
-class OperationTimeout(DriverError):
-    pass
-
-
-class OperationFailed(DriverError):
-    """The cloud accepted the request, then its long-running operation failed."""
-
-
-def retry_after_seconds(header: str | None) -> float | None:
-    """A Retry-After header's delay in seconds; None where absent or not a number (an HTTP date)."""
-    try:
-        return float(header) if header is not None else None
-    except ValueError:
-        return None
-
-
-# Errors that say "later", not "no": callers retry them with backoff, honouring retry_after.
-TRANSIENT = (Busy, Throttled, Unavailable)
 
 # The taint effects as EKS and GKE spell them.
 TAINT_EFFECT_CONSTANTS = {
@@ -87,30 +74,32 @@ OPERATION_TIMEOUT = 1800.0
 
 
 class Driver(Protocol):
-    """One cloud's node pools. Create, update and delete return when the cloud's operation is done."""
+    """One cloud's node pools. Create, update and delete return when the cloud's operation is done.
 
-    def list_pools(self, cluster: Cluster) -> list[PoolState]:
+    Retries happen at one layer, on the smallest unit that failed: observe retries a listing and
+    apply each step of an action, so drivers retry nothing themselves, except the calls of a
+    listing made of several (EKS), which then reports a partial listing rather than have it
+    retried whole. Waiting for an operation to end is not a retry: `wait_until` polls.
+    """
+
+    def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
         """Every pool of the cluster in one listing (pages followed); unowned ones marked so."""
         ...
 
-    def create_pool(self, cluster: Cluster, desired: PoolState) -> PoolState: ...
+    def create_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState: ...
 
-    def update_pool(self, cluster: Cluster, desired: PoolState) -> PoolState:
+    def update_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
         """Change the cloud's in-place fields of an owned pool to `desired`'s."""
         ...
 
-    def delete_pool(self, cluster: Cluster, name: str) -> None:
+    def delete_pool(self, cluster: ClusterRef, name: str) -> None:
         """Delete an owned pool; NotFound where it is gone already."""
         ...
 
-    def discover(self, scope: Cluster) -> list[Cluster]:
+    def discover(self, scope: ClusterRef) -> list[ClusterRef]:
         """Every cluster the credentials see where `scope` lives (its subscription, project or
-        region), named `cloud/account/location/cluster`; for `sync --discover`."""
+        region); for `sync --discover`."""
         ...
-
-
-def discovered_name(cloud: str, account: str, location: str, cluster: str) -> str:
-    return f"{cloud}/{account}/{location}/{cluster}"
 
 
 def poll_intervals(first: float = 0.1, factor: float = 1.3, ceiling: float = 5.0) -> Iterator[float]:
@@ -130,10 +119,12 @@ def wait_until(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
-    """Call `done` until it returns a value other than None, or raise OperationTimeout.
+    """Call `done` until it returns a value other than None, or raise OperationTimeout: the one
+    loop that waits for an operation, whatever the cloud.
 
     A transient error while polling (throttled, unavailable) is not the operation's outcome: the
-    poll is repeated, no sooner than the cloud's Retry-After.
+    poll is repeated, no sooner than the cloud's Retry-After. Any other error `done` raises (an
+    operation that failed, say) ends the wait at once.
     """
     deadline = clock() + timeout
     for interval in poll_intervals():
@@ -161,32 +152,3 @@ def import_sdk(*modules: str) -> None:
     with _IMPORT_LOCK:
         for module in modules:
             importlib.import_module(module)
-
-
-ENDPOINTS_FILE = "endpoints.json"
-
-
-class SandboxNotRunning(DriverError):
-    pass
-
-
-def sandbox_endpoints(directory: str | Path) -> dict[str, str]:
-    """The emulator addresses `provisioner sandbox serve --dir DIR` wrote, by cloud."""
-    path = Path(directory) / ENDPOINTS_FILE
-    try:
-        endpoints = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SandboxNotRunning(
-            f"no sandbox at {directory}: {path} does not exist; start one with "
-            f"`provisioner sandbox serve --dir {directory}`"
-        ) from None
-    except ValueError as exc:
-        raise SandboxNotRunning(f"{path} is not JSON: {exc}") from None
-    return endpoints
-
-
-def connect(cloud: str, sandbox: str | Path | None = None) -> Driver:
-    """The driver for `cloud`, talking to the real cloud or, given a sandbox directory, its emulator."""
-    profile = hardware.load().clouds[cloud]
-    endpoint = sandbox_endpoints(sandbox)[cloud] if sandbox is not None else None
-    return hardware.import_class(profile.driver)(endpoint)

@@ -11,29 +11,25 @@ from collections.abc import Iterator
 from typing import Any
 
 from provisioner import hardware
-from provisioner.drivers import (
-    OPERATION_TIMEOUT,
+from provisioner.drivers import OPERATION_TIMEOUT, ClusterRef, import_sdk, wait_until
+from provisioner.errors import (
     AuthenticationFailed,
-    Busy,
-    DriverError,
-    InvalidRequest,
+    CloudError,
+    ErrorCodes,
     NotFound,
     NotOwned,
     OperationFailed,
-    OperationTimeout,
-    Throttled,
     Unavailable,
-    discovered_name,
-    import_sdk,
-    poll_intervals,
+    cloud_error,
     retry_after_seconds,
 )
-from provisioner.fleet import AksCluster
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
 
 _TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>\w+)$")
-_TRANSIENT_STATUS = (429, 500, 502, 503, 504)
 _STATUS: dict[str, PoolStatus] = {"Succeeded": "ready", "Failed": "failed", "Canceled": "failed"}
+# ARM's codes (azure-rest-api-specs, AKS troubleshooting): 409 OperationNotAllowed while another
+# agent pool operation runs.
+_CODES = ErrorCodes(busy=frozenset({"OperationNotAllowed"}), busy_status=409)
 
 
 class AksDriver:
@@ -53,26 +49,23 @@ class AksDriver:
             "azure.identity",
             "azure.mgmt.containerservice",
             "azure.mgmt.containerservice.models",
-            "azure.mgmt.core.polling.arm_polling",
             "requests",
         )
 
     # Driver protocol
 
-    def list_pools(self, cluster: AksCluster) -> list[PoolState]:
+    def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
         with _sdk_errors():
-            pages = self._pools(cluster).list(cluster.resource_group, cluster.cluster, **self._options)
+            pages = self._pools(cluster).list(cluster.location, cluster.name, **self._options)
             return [_observed(pool) for pool in pages]
 
-    def create_pool(self, cluster: AksCluster, desired: PoolState) -> PoolState:
+    def create_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
         self._put(cluster, desired.name, _properties(desired), f"creating agent pool {desired.name}")
         return self._read(cluster, desired.name)
 
-    def update_pool(self, cluster: AksCluster, desired: PoolState) -> PoolState:
+    def update_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
         with _sdk_errors():
-            current = self._pools(cluster).get(
-                cluster.resource_group, cluster.cluster, desired.name, **self._options
-            )
+            current = self._pools(cluster).get(cluster.location, cluster.name, desired.name, **self._options)
         if not _observed(current).owned:
             raise NotOwned(f"agent pool {desired.name} was not created by provisioner; not updating it")
         # ARM's PUT replaces the whole pool: keep what is set, change only the in-place fields.
@@ -92,41 +85,38 @@ class AksDriver:
         self._put(cluster, desired.name, properties, f"updating agent pool {desired.name}")
         return self._read(cluster, desired.name)
 
-    def delete_pool(self, cluster: AksCluster, name: str) -> None:
+    def delete_pool(self, cluster: ClusterRef, name: str) -> None:
         if not self._read(cluster, name).owned:
             raise NotOwned(f"agent pool {name} was not created by provisioner; not deleting it")
         with _sdk_errors():
-            poller = self._pools(cluster).begin_delete(
-                cluster.resource_group, cluster.cluster, name, polling=self._polling(), **self._options
+            self._pools(cluster).begin_delete(
+                cluster.location, cluster.name, name, polling=False, **self._options
             )
-        self._finish(poller, f"deleting agent pool {name}")
 
-    def discover(self, scope: AksCluster) -> list[AksCluster]:
+        def gone() -> bool | None:
+            try:
+                pool = self._read(cluster, name)
+            except NotFound:
+                return True
+            _raise_if_failed(pool, f"deleting agent pool {name}")
+            return None
+
+        wait_until(gone, self._operation_timeout, f"deleting agent pool {name}")
+
+    def discover(self, scope: ClusterRef) -> list[ClusterRef]:
         with _sdk_errors():
             with self._clients_lock:
-                client = self._client(scope.subscription)
+                client = self._client(scope.account)
             found = list(client.managed_clusters.list(**self._options))
-        clusters = []
-        for managed in found:
-            group = managed.id.split("/")[4]  # /subscriptions/{s}/resourceGroups/{group}/providers/...
-            clusters.append(
-                AksCluster.model_construct(
-                    name=discovered_name("aks", scope.subscription.lower(), group.lower(), managed.name),
-                    cloud="aks",
-                    subscription=scope.subscription,
-                    resource_group=group,
-                    cluster=managed.name,
-                    pools=[],
-                )
-            )
-        return clusters
+        # An ID reads /subscriptions/{s}/resourceGroups/{group}/providers/...
+        return [ClusterRef("aks", scope.account, m.id.split("/")[4].lower(), m.name) for m in found]
 
     # The SDK
 
-    def _pools(self, cluster: AksCluster) -> Any:
+    def _pools(self, cluster: ClusterRef) -> Any:
         """The agent_pools operations of a client for the cluster's subscription (one client each)."""
         with self._clients_lock:
-            return self._client(cluster.subscription).agent_pools
+            return self._client(cluster.account).agent_pools
 
     def _client(self, subscription: str) -> Any:
         if subscription not in self._clients:
@@ -143,30 +133,26 @@ class AksDriver:
             self._clients[subscription] = ContainerServiceClient(credential, subscription, **options)
         return self._clients[subscription]
 
-    def _read(self, cluster: AksCluster, name: str) -> PoolState:
+    def _read(self, cluster: ClusterRef, name: str) -> PoolState:
         with _sdk_errors():
-            return _observed(
-                self._pools(cluster).get(cluster.resource_group, cluster.cluster, name, **self._options)
-            )
+            return _observed(self._pools(cluster).get(cluster.location, cluster.name, name, **self._options))
 
-    def _put(self, cluster: AksCluster, name: str, properties: dict[str, Any], what: str) -> None:
+    def _put(self, cluster: ClusterRef, name: str, properties: dict[str, Any], what: str) -> None:
         from azure.mgmt.containerservice import models
 
         body = models.AgentPool(properties=models.ManagedClusterAgentPoolProfileProperties(properties))
         with _sdk_errors():
-            poller = self._pools(cluster).begin_create_or_update(
-                cluster.resource_group, cluster.cluster, name, body, polling=self._polling(), **self._options
+            # No SDK poller: the pool's provisioningState is polled by the one wait loop.
+            self._pools(cluster).begin_create_or_update(
+                cluster.location, cluster.name, name, body, polling=False, **self._options
             )
-        self._finish(poller, what)
 
-    def _polling(self) -> Any:
-        return _adaptive_polling(self._options)
+        def finished() -> PoolState | None:
+            pool = self._read(cluster, name)
+            _raise_if_failed(pool, what)
+            return pool if pool.status == "ready" else None
 
-    def _finish(self, poller: Any, what: str) -> None:
-        with _sdk_errors(what):
-            poller.result(timeout=self._operation_timeout)
-        if not poller.done():
-            raise OperationTimeout(f"{what} did not finish within {self._operation_timeout:g} s")
+        wait_until(finished, self._operation_timeout, what)
 
 
 # nodeLabels, nodeTaints and the scaling settings change in place (FACTS.md). `count` is a fixed
@@ -244,35 +230,13 @@ class _SandboxCredential:
         return AccessToken("sandbox", int(time.time()) + 3600)
 
 
-def _adaptive_polling(options: dict[str, Any]) -> Any:
-    """ARM polling of Azure-AsyncOperation at the driver's adaptive intervals, not the SDK's fixed
-    30 s; a throttled or failed status poll is retried after its Retry-After, not fatal."""
-    from azure.core.exceptions import HttpResponseError
-    from azure.mgmt.core.polling.arm_polling import ARMPolling
-
-    class AdaptivePolling(ARMPolling):
-        def __init__(self) -> None:
-            super().__init__(timeout=0, **options)
-            self._intervals = poll_intervals()
-            self._retry_after = 0.0
-
-        def _extract_delay(self) -> float:
-            delay, self._retry_after = max(next(self._intervals), self._retry_after), 0.0
-            return delay
-
-        def update_status(self) -> None:
-            try:
-                super().update_status()
-            except HttpResponseError as exc:
-                if exc.status_code not in _TRANSIENT_STATUS:
-                    raise
-                self._retry_after = _retry_after(exc) or 0.0
-
-    return AdaptivePolling()
+def _raise_if_failed(pool: PoolState, what: str) -> None:
+    if pool.status == "failed":
+        raise OperationFailed(f"{what}: the agent pool's provisioning failed")
 
 
 @contextlib.contextmanager
-def _sdk_errors(what: str = "") -> Iterator[None]:
+def _sdk_errors() -> Iterator[None]:
     from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ServiceRequestError
 
     try:
@@ -283,30 +247,14 @@ def _sdk_errors(what: str = "") -> Iterator[None]:
             f"Azure credentials: {first_line} (az login, or the AZURE_* environment variables)"
         ) from None
     except HttpResponseError as exc:
-        raise _driver_error(exc, what) from None
+        raise _driver_error(exc) from None
     except ServiceRequestError as exc:  # no answer at all: refused, reset, timed out
         raise Unavailable(f"ARM unreachable: {exc.message}") from None
 
 
-def _retry_after(exc: Any) -> float | None:
-    response = getattr(exc, "response", None)
-    return retry_after_seconds(response.headers.get("Retry-After") if response is not None else None)
-
-
-def _driver_error(exc: Any, what: str) -> DriverError:
+def _driver_error(exc: Any) -> CloudError:
     code = exc.error.code if exc.error is not None else ""
     message = f"{code}: {exc.error.message}" if exc.error is not None else exc.message
-    status = exc.status_code
-    if status is None or (what and status in (200, 201, 202)):  # the operation itself failed
-        return OperationFailed(f"{what}: {message}")
-    if status == 409 and code == "OperationNotAllowed":
-        return Busy(message)
-    if status == 404:
-        return NotFound(message)
-    if status == 429:
-        return Throttled(message, _retry_after(exc))
-    if status in (401, 403):
-        return AuthenticationFailed(message)
-    if status >= 500:
-        return Unavailable(message)
-    return InvalidRequest(message)
+    response = getattr(exc, "response", None)
+    retry_after = retry_after_seconds(response.headers.get("Retry-After") if response is not None else None)
+    return cloud_error(exc.status_code, code or "", message, _CODES, retry_after)

@@ -13,21 +13,22 @@ from provisioner.drivers import (
     OPERATION_TIMEOUT,
     TAINT_EFFECT_CONSTANTS,
     TAINT_EFFECTS_BY_CONSTANT,
+    ClusterRef,
+    import_sdk,
+    wait_until,
+)
+from provisioner.errors import (
     AuthenticationFailed,
-    Busy,
-    DriverError,
-    InvalidRequest,
+    CloudError,
+    ErrorCodes,
     NotFound,
     NotOwned,
     OperationFailed,
-    Throttled,
+    PartialListing,
     Unavailable,
-    discovered_name,
-    import_sdk,
+    cloud_error,
     retry_after_seconds,
-    wait_until,
 )
-from provisioner.fleet import EksCluster
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
 from provisioner.retry import RetryPolicy
 
@@ -41,13 +42,23 @@ _STATUS: dict[str, PoolStatus] = {
     "CREATE_FAILED": "failed",
     "DELETE_FAILED": "failed",
 }
-_THROTTLING = {"ThrottlingException", "TooManyRequestsException", "Throttling", "RequestLimitExceeded"}
-_AUTH = {
-    "UnrecognizedClientException",
-    "AccessDeniedException",
-    "InvalidSignatureException",
-    "ExpiredTokenException",
-}
+# botocore's EKS model and AWS's common errors: ResourceInUseException while a node group changes.
+_CODES = ErrorCodes(
+    busy=frozenset({"ResourceInUseException"}),
+    throttled=frozenset(
+        {"ThrottlingException", "TooManyRequestsException", "Throttling", "RequestLimitExceeded"}
+    ),
+    not_found=frozenset({"ResourceNotFoundException"}),
+    auth=frozenset(
+        {
+            "UnrecognizedClientException",
+            "AccessDeniedException",
+            "InvalidSignatureException",
+            "ExpiredTokenException",
+        }
+    ),
+)
+_FAILED = ("CREATE_FAILED", "DELETE_FAILED")
 
 
 class EksDriver:
@@ -60,27 +71,40 @@ class EksDriver:
 
     # Driver protocol
 
-    def list_pools(self, cluster: EksCluster) -> list[PoolState]:
+    def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
         client = self._client(cluster)
         with _sdk_errors():
             names = [
                 name
-                for page in client.get_paginator("list_nodegroups").paginate(clusterName=cluster.cluster)
+                for page in client.get_paginator("list_nodegroups").paginate(clusterName=cluster.name)
                 for name in page["nodegroups"]
             ]
-        # One listing is one call elsewhere; here it is 1 + N, so each describe is retried on its
-        # own, lest one throttled describe fail the whole listing.
+        # A listing is 1 + N calls here, so each describe is retried on its own (the smallest unit
+        # that failed); one still failing makes the listing partial, reported and not retried whole.
         policy = RetryPolicy()
-        with ThreadPoolExecutor(max_workers=DESCRIBE_CONCURRENCY) as pool:
-            return list(pool.map(lambda name: policy.call(lambda: self._read(cluster, name)), names))
 
-    def create_pool(self, cluster: EksCluster, desired: PoolState) -> PoolState:
+        def read(name: str) -> PoolState | CloudError:
+            try:
+                return policy.call(lambda: self._read(cluster, name))
+            except CloudError as error:
+                return error
+
+        with ThreadPoolExecutor(max_workers=DESCRIBE_CONCURRENCY) as pool:
+            read_back = list(pool.map(read, names))
+        failed = [r for r in read_back if isinstance(r, CloudError)]
+        if failed:
+            raise PartialListing(
+                f"{len(failed)} of {len(names)} node groups of {cluster.name} could not be read: {failed[0]}"
+            )
+        return read_back  # type: ignore[return-value]
+
+    def create_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
         scaling = desired.scaling
         request: dict[str, Any] = {
-            "clusterName": cluster.cluster,
+            "clusterName": cluster.name,
             "nodegroupName": desired.name,
-            "nodeRole": cluster.node_role,
-            "subnets": list(cluster.subnets),
+            "nodeRole": cluster.extras["node_role"],
+            "subnets": list(cluster.extras["subnets"]),
             "instanceTypes": [desired.instance_type],
             "amiType": GPU_AMI_TYPE,
             "capacityType": "SPOT" if desired.spot else "ON_DEMAND",
@@ -100,7 +124,7 @@ class EksDriver:
         self._wait_active(cluster, desired.name, f"creating node group {desired.name}")
         return self._read(cluster, desired.name)
 
-    def update_pool(self, cluster: EksCluster, desired: PoolState) -> PoolState:
+    def update_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
         described = self._describe(cluster, desired.name)
         current = _observed(described)
         if not current.owned:
@@ -127,104 +151,99 @@ class EksDriver:
             client = self._client(cluster)
             with _sdk_errors():
                 update = client.update_nodegroup_config(
-                    clusterName=cluster.cluster, nodegroupName=desired.name, **changes
+                    clusterName=cluster.name, nodegroupName=desired.name, **changes
                 )["update"]
             self._wait_update(cluster, desired.name, update, f"updating node group {desired.name}")
         return self._read(cluster, desired.name)
 
-    def delete_pool(self, cluster: EksCluster, name: str) -> None:
+    def delete_pool(self, cluster: ClusterRef, name: str) -> None:
         if not self._read(cluster, name).owned:
             raise NotOwned(f"node group {name} was not created by provisioner; not deleting it")
         client = self._client(cluster)
         with _sdk_errors():
-            client.delete_nodegroup(clusterName=cluster.cluster, nodegroupName=name)
+            client.delete_nodegroup(clusterName=cluster.name, nodegroupName=name)
 
         def gone() -> bool | None:
             try:
-                self._describe(cluster, name)
+                described = self._describe(cluster, name)
             except NotFound:
                 return True
+            _raise_if_failed(described, f"deleting node group {name}")
             return None
 
         wait_until(gone, self._operation_timeout, f"deleting node group {name}")
 
-    def discover(self, scope: EksCluster) -> list[EksCluster]:
+    def discover(self, scope: ClusterRef) -> list[ClusterRef]:
         client = self._client(scope)
         with _sdk_errors():
             names = [n for page in client.get_paginator("list_clusters").paginate() for n in page["clusters"]]
-        account = scope.scope[0]
-        return [
-            EksCluster.model_construct(
-                name=discovered_name("eks", account, scope.region, name),
-                cloud="eks",
-                region=scope.region,
-                cluster=name,
-                node_role=scope.node_role,  # only creating a node group needs it; discovery never does
-                subnets=[],
-                pools=[],
-            )
-            for name in names
-        ]
+        # No extras: only creating a node group needs a role and subnets, and discovery never does.
+        return [ClusterRef("eks", scope.account, scope.location, name) for name in names]
 
     # The SDK
 
-    def _client(self, cluster: EksCluster) -> Any:
+    def _client(self, cluster: ClusterRef) -> Any:
         with self._clients_lock:  # boto3 sessions and client creation are not thread-safe
             return self._make_client(cluster)
 
-    def _make_client(self, cluster: EksCluster) -> Any:
-        if cluster.region not in self._clients:
+    def _make_client(self, cluster: ClusterRef) -> Any:
+        if cluster.location not in self._clients:
             import boto3
             from botocore.config import Config
 
             # Callers retry with backoff and Retry-After; the SDK's own retries would multiply them.
             config = Config(retries={"mode": "standard", "total_max_attempts": 1})
             if self._endpoint is None:
-                session = boto3.session.Session(region_name=cluster.region)
+                session = boto3.session.Session(region_name=cluster.location)
             else:
                 session = boto3.session.Session(
-                    aws_access_key_id="sandbox", aws_secret_access_key="sandbox", region_name=cluster.region
+                    aws_access_key_id="sandbox", aws_secret_access_key="sandbox", region_name=cluster.location
                 )
-            self._clients[cluster.region] = session.client("eks", endpoint_url=self._endpoint, config=config)
-        return self._clients[cluster.region]
+            self._clients[cluster.location] = session.client(
+                "eks", endpoint_url=self._endpoint, config=config
+            )
+        return self._clients[cluster.location]
 
-    def _describe(self, cluster: EksCluster, name: str) -> dict[str, Any]:
+    def _describe(self, cluster: ClusterRef, name: str) -> dict[str, Any]:
         with _sdk_errors():
-            return self._client(cluster).describe_nodegroup(clusterName=cluster.cluster, nodegroupName=name)[
+            return self._client(cluster).describe_nodegroup(clusterName=cluster.name, nodegroupName=name)[
                 "nodegroup"
             ]
 
-    def _read(self, cluster: EksCluster, name: str) -> PoolState:
+    def _read(self, cluster: ClusterRef, name: str) -> PoolState:
         return _observed(self._describe(cluster, name))
 
-    def _wait_active(self, cluster: EksCluster, name: str, what: str) -> None:
+    def _wait_active(self, cluster: ClusterRef, name: str, what: str) -> None:
         def active() -> dict[str, Any] | None:
             described = self._describe(cluster, name)
             return described if described["status"] not in ("CREATING", "UPDATING") else None
 
         described = wait_until(active, self._operation_timeout, what)
+        _raise_if_failed(described, what)
         if described["status"] != "ACTIVE":
-            issues = "; ".join(i.get("message", "") for i in described.get("health", {}).get("issues", []))
-            raise OperationFailed(
-                f"{what}: node group is {described['status']}{': ' + issues if issues else ''}"
-            )
+            raise OperationFailed(f"{what}: node group is {described['status']}")
 
-    def _wait_update(self, cluster: EksCluster, name: str, update: dict[str, Any], what: str) -> None:
+    def _wait_update(self, cluster: ClusterRef, name: str, update: dict[str, Any], what: str) -> None:
         client = self._client(cluster)
 
         def finished() -> dict[str, Any] | None:
             if update["status"] != "InProgress":
                 return update
             with _sdk_errors():
-                current = client.describe_update(
-                    name=cluster.cluster, nodegroupName=name, updateId=update["id"]
-                )
+                current = client.describe_update(name=cluster.name, nodegroupName=name, updateId=update["id"])
             return current["update"] if current["update"]["status"] != "InProgress" else None
 
         done = wait_until(finished, self._operation_timeout, what)
         if done["status"] != "Successful":
             errors = "; ".join(e.get("errorMessage", "") for e in done.get("errors", []))
             raise OperationFailed(f"{what}: update {done['status']}{': ' + errors if errors else ''}")
+
+
+def _raise_if_failed(described: dict[str, Any], what: str) -> None:
+    """A node group that failed ends the wait at once, with the health issues EKS gives."""
+    if described["status"] in _FAILED:
+        issues = "; ".join(i.get("message", "") for i in described.get("health", {}).get("issues", []))
+        raise OperationFailed(f"{what}: node group is {described['status']}{': ' + issues if issues else ''}")
 
 
 def _non_empty(**parts: Any) -> dict[str, Any]:
@@ -274,23 +293,13 @@ def _sdk_errors() -> Iterator[None]:
     except EndpointConnectionError as exc:
         raise Unavailable(str(exc)) from None
     except BotoCoreError as exc:
-        raise DriverError(str(exc)) from None
+        raise CloudError(str(exc)) from None
 
 
-def _driver_error(exc: Any) -> DriverError:
+def _driver_error(exc: Any) -> CloudError:
     error = exc.response.get("Error", {})
     code = error.get("Code", "")
+    metadata = exc.response.get("ResponseMetadata", {})
+    retry_after = retry_after_seconds(metadata.get("HTTPHeaders", {}).get("retry-after"))
     message = f"{code}: {error.get('Message', '')}"
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-    if code == "ResourceNotFoundException":
-        return NotFound(message)
-    if code == "ResourceInUseException":
-        return Busy(message)
-    if code in _THROTTLING or status == 429:
-        headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-        return Throttled(message, retry_after_seconds(headers.get("retry-after")))
-    if code in _AUTH or status in (401, 403):
-        return AuthenticationFailed(message)
-    if status >= 500:
-        return Unavailable(message)
-    return InvalidRequest(message)
+    return cloud_error(metadata.get("HTTPStatusCode"), code, message, _CODES, retry_after)

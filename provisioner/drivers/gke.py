@@ -12,21 +12,21 @@ from provisioner.drivers import (
     OPERATION_TIMEOUT,
     TAINT_EFFECT_CONSTANTS,
     TAINT_EFFECTS_BY_CONSTANT,
-    AuthenticationFailed,
-    Busy,
-    DriverError,
-    InvalidRequest,
-    NotFound,
-    NotOwned,
-    OperationFailed,
-    Throttled,
-    Unavailable,
-    discovered_name,
+    ClusterRef,
     import_sdk,
-    retry_after_seconds,
     wait_until,
 )
-from provisioner.fleet import GkeCluster
+from provisioner.errors import (
+    AuthenticationFailed,
+    CloudError,
+    ErrorCodes,
+    InvalidRequest,
+    NotOwned,
+    OperationFailed,
+    Unavailable,
+    cloud_error,
+    retry_after_seconds,
+)
 from provisioner.pools import (
     OWNER_TAG_KEY,
     OWNER_TAG_VALUE,
@@ -41,6 +41,9 @@ from provisioner.pools import (
 GKE_LABEL_PREFIX = "cloud.google.com/gke-"
 REQUEST_TIMEOUT = 60.0  # seconds, per HTTP call
 _STATUS: dict[str, PoolStatus] = {"RUNNING": "ready", "RUNNING_WITH_ERROR": "failed", "ERROR": "failed"}
+# google.rpc codes in the error body: FAILED_PRECONDITION "cluster is running incompatible
+# operation" while another runs; RESOURCE_EXHAUSTED when throttled (FACTS.md).
+_CODES = ErrorCodes(busy=frozenset({"FAILED_PRECONDITION"}), throttled=frozenset({"RESOURCE_EXHAUSTED"}))
 
 
 class GkeDriver:
@@ -60,18 +63,18 @@ class GkeDriver:
 
     # Driver protocol
 
-    def list_pools(self, cluster: GkeCluster) -> list[PoolState]:
+    def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
         response = self._call(self._client.list_node_pools, parent=_path(cluster))
         return [_observed(pool) for pool in response.node_pools]
 
-    def create_pool(self, cluster: GkeCluster, desired: PoolState) -> PoolState:
+    def create_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
         operation = self._call(
             self._client.create_node_pool, parent=_path(cluster), node_pool=self._node_pool(desired)
         )
         self._wait(cluster, operation, f"creating node pool {desired.name}")
         return self._read(cluster, desired.name)
 
-    def update_pool(self, cluster: GkeCluster, desired: PoolState) -> PoolState:
+    def update_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
         from google.cloud import container_v1 as gke
 
         current = self._read(cluster, desired.name)
@@ -110,25 +113,15 @@ class GkeDriver:
             self._wait(cluster, operation, f"scaling node pool {desired.name}")
         return self._read(cluster, desired.name)
 
-    def delete_pool(self, cluster: GkeCluster, name: str) -> None:
+    def delete_pool(self, cluster: ClusterRef, name: str) -> None:
         if not self._read(cluster, name).owned:
             raise NotOwned(f"node pool {name} was not created by provisioner; not deleting it")
         operation = self._call(self._client.delete_node_pool, name=f"{_path(cluster)}/nodePools/{name}")
         self._wait(cluster, operation, f"deleting node pool {name}")
 
-    def discover(self, scope: GkeCluster) -> list[GkeCluster]:
-        response = self._call(self._client.list_clusters, parent=f"projects/{scope.project}/locations/-")
-        return [
-            GkeCluster.model_construct(
-                name=discovered_name("gke", scope.project, found.location, found.name),
-                cloud="gke",
-                project=scope.project,
-                location=found.location,
-                cluster=found.name,
-                pools=[],
-            )
-            for found in response.clusters
-        ]
+    def discover(self, scope: ClusterRef) -> list[ClusterRef]:
+        response = self._call(self._client.list_clusters, parent=f"projects/{scope.account}/locations/-")
+        return [ClusterRef("gke", scope.account, found.location, found.name) for found in response.clusters]
 
     # The SDK
 
@@ -159,13 +152,13 @@ class GkeDriver:
         with _sdk_errors():
             return method(retry=None, timeout=REQUEST_TIMEOUT, **kwargs)
 
-    def _read(self, cluster: GkeCluster, name: str) -> PoolState:
+    def _read(self, cluster: ClusterRef, name: str) -> PoolState:
         return _observed(self._call(self._client.get_node_pool, name=f"{_path(cluster)}/nodePools/{name}"))
 
-    def _wait(self, cluster: GkeCluster, operation: Any, what: str) -> None:
+    def _wait(self, cluster: ClusterRef, operation: Any, what: str) -> None:
         from google.cloud import container_v1 as gke
 
-        name = f"projects/{cluster.project}/locations/{cluster.location}/operations/{operation.name}"
+        name = f"projects/{cluster.account}/locations/{cluster.location}/operations/{operation.name}"
 
         def finished() -> Any:
             current = self._call(self._client.get_operation, name=name)
@@ -220,8 +213,8 @@ class GkeDriver:
         return accelerator
 
 
-def _path(cluster: GkeCluster) -> str:
-    return f"projects/{cluster.project}/locations/{cluster.location}/clusters/{cluster.cluster}"
+def _path(cluster: ClusterRef) -> str:
+    return f"projects/{cluster.account}/locations/{cluster.location}/clusters/{cluster.name}"
 
 
 def _taint(taint: Taint) -> Any:
@@ -287,25 +280,12 @@ def _sdk_errors() -> Iterator[None]:
         raise Unavailable(f"GKE API unreachable: {type(exc).__name__}") from None
 
 
-def _driver_error(exc: Any) -> DriverError:
-    """google.api_core maps HTTP codes to exceptions; the body's status tells FAILED_PRECONDITION apart."""
-    status_code = getattr(exc, "code", None)
+def _driver_error(exc: Any) -> CloudError:
+    """google.api_core maps HTTP codes to exceptions; the body's status names the google.rpc code."""
     response = getattr(exc, "response", None)
-    status = ""
-    retry_after = None
+    code, retry_after = "", None
     if response is not None:
-        with contextlib.suppress(ValueError):
-            status = response.json().get("error", {}).get("status", "")
+        with contextlib.suppress(ValueError, AttributeError):
+            code = response.json().get("error", {}).get("status", "")
         retry_after = retry_after_seconds(response.headers.get("Retry-After"))
-    message = exc.message or str(exc)
-    if status == "FAILED_PRECONDITION" and "operation" in message.lower():
-        return Busy(message)
-    if status_code == 404:
-        return NotFound(message)
-    if status_code == 429:
-        return Throttled(message, retry_after)
-    if status_code in (401, 403):
-        return AuthenticationFailed(message)
-    if status_code is not None and status_code >= 500:
-        return Unavailable(message)
-    return InvalidRequest(message)
+    return cloud_error(getattr(exc, "code", None), code, exc.message or str(exc), _CODES, retry_after)

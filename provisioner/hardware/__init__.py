@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -79,8 +78,6 @@ class CloudProfile:
     sharing_modes: Mapping[str, SharingMode]
     gpu_operator_values: Mapping[str, Any]
     in_place: frozenset[str]  # PoolState fields the cloud changes on an existing pool
-    driver: str  # "module:Class" of its Driver
-    emulator: str  # "module:Class" of its sandbox emulator
 
     def mig_profiles(self, gpu: Gpu) -> list[MigProfile]:
         """The MIG profiles this cloud can partition `gpu` into, smallest first."""
@@ -167,15 +164,7 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         sharing_modes=modes,
         gpu_operator_values=row.get("gpuOperator", {}),
         in_place=frozenset(row["inPlace"]),
-        driver=row["driver"],
-        emulator=row["emulator"],
     )
-
-
-def import_class(path: str) -> Any:
-    """The class a "module:Class" row names, imported now (drivers import their SDK lazily)."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 @functools.cache

@@ -23,8 +23,7 @@ IDENTITY = ClusterIdentity("gcp-ml", "gke", "my-project", "us-central1", "ml-gke
 def observed(fleet: str = "fleet.yaml", cluster: str = "gcp-ml") -> list[ObservedPool]:
     compiled = compile_file(EXAMPLES / fleet).cluster(cluster)
     return [
-        ObservedPool(desired_state(p), capacity(compiled.cluster.cloud, desired_state(p)))
-        for p in compiled.pools
+        ObservedPool(desired_state(p), capacity(compiled.cloud.key, desired_state(p))) for p in compiled.pools
     ]
 
 
@@ -66,14 +65,14 @@ def test_a_pool_that_comes_back_is_first_seen_again(catalog_url: str):
 def test_capacity_read_back_from_the_cloud_equals_what_the_compiler_planned(fleet: str):
     for cluster in compile_file(EXAMPLES / fleet).clusters:
         for pool in cluster.pools:
-            read = capacity(cluster.cluster.cloud, desired_state(pool))
+            read = capacity(cluster.cloud.key, desired_state(pool))
             setup = pool.setup
             assert (read.gpu_model, read.mig_profile, read.sharing, read.replicas) == (
                 setup.gpu.name,
                 setup.mig.name if setup.mig else None,
                 setup.sharing,
                 setup.replicas,
-            ), (cluster.cluster.name, pool.pool.name)
+            ), (cluster.name, pool.pool.name)
             assert (read.slices_per_node, read.memory_per_slice_gb) == (
                 setup.slices_per_node,
                 setup.memory_per_slice_gb,

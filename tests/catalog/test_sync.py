@@ -12,7 +12,7 @@ import pytest
 
 from provisioner.catalog.store import Store
 from provisioner.catalog.sync import discover, in_shard, sync
-from provisioner.drivers import connect
+from provisioner.drivers.registry import connect
 from provisioner.observe import Drivers
 from provisioner.retry import RetryPolicy
 from provisioner.sandbox.server import SandboxSettings
@@ -43,7 +43,7 @@ def test_sync_fills_the_catalog_with_each_pools_slices(world: World):
 
     compiled = compile_file(world.fleet)
     expected = {
-        (c.cluster.name, p.pool.name): (
+        (c.name, p.pool.name): (
             p.setup.gpu.name,
             p.setup.slices_per_node,
             p.setup.memory_per_slice_gb,
@@ -109,7 +109,7 @@ def test_an_unreachable_cloud_loses_no_rows_and_fails_loudly(world: World, catal
 
 def test_a_pool_deleted_out_of_band_leaves_the_live_listing(world: World, catalog_url: str):
     assert world.run("sync", str(world.fleet)).exit_code == 0
-    aws = compile_file(world.fleet).cluster("aws").cluster
+    aws = compile_file(world.fleet).cluster("aws").target.ref
     connect("eks", world.sandbox.directory).delete_pool(aws, "spare")
     result = world.run("sync", str(world.fleet))
     assert result.exit_code == 0
@@ -124,10 +124,10 @@ def test_drift_is_recorded_and_printed(world: World):
     gcp = compiled.cluster("gcp")
     driver = connect("gke", world.sandbox.directory)
     mig = desired_state(gcp.pools[0])
-    driver.update_pool(gcp.cluster, dataclasses.replace(mig, labels=(("edited", "by-hand"),)))
+    driver.update_pool(gcp.target.ref, dataclasses.replace(mig, labels=(("edited", "by-hand"),)))
     extra = dataclasses.replace(desired_state(gcp.pools[2]), name="handmade")
-    driver.create_pool(gcp.cluster, extra)
-    driver.delete_pool(gcp.cluster, "shared")
+    driver.create_pool(gcp.target.ref, extra)
+    driver.delete_pool(gcp.target.ref, "shared")
 
     result = world.run("sync", str(world.fleet))
     assert result.exit_code == 0
@@ -184,8 +184,8 @@ def test_discover_catalogs_the_gpu_pools_of_clusters_the_fleet_does_not_name(wor
     from provisioner.sandbox.gke.models import Accelerator, NodePool
 
     backend = world.sandbox.emulators["gke"].backend  # type: ignore[attr-defined]
-    gcp = compile_file(world.fleet).cluster("gcp").cluster
-    key = backend.add_cluster(gcp.project, "europe-west1", "shadow-it")
+    gcp = compile_file(world.fleet).cluster("gcp").target.ref
+    key = backend.add_cluster(gcp.account, "europe-west1", "shadow-it")
     backend.seed_system_pool(key)
     backend.create_pool(
         key, NodePool("l4s", "g2-standard-24", node_count=1, accelerators=(Accelerator("nvidia-l4", 2),))
@@ -194,7 +194,7 @@ def test_discover_catalogs_the_gpu_pools_of_clusters_the_fleet_does_not_name(wor
     result = world.run("sync", str(world.fleet), "--discover")
     assert result.exit_code == 0, result.output
     assert "found by --discover" in result.stdout
-    name = f"gke/{gcp.project}/europe-west1/shadow-it"
+    name = f"gke/{gcp.account}/europe-west1/shadow-it"
     rows = listed(world, "--cluster", name)
     assert [(r["pool"], r["gpu"], r["gpus_per_node"], r["slices_per_node"]) for r in rows] == [
         ("l4s", "L4 24GB", 2, 2)
@@ -215,7 +215,7 @@ def test_shards_cover_every_cluster_exactly_once():
 
 def test_sync_of_one_shard_writes_only_its_clusters(world: World, catalog_url: str):
     compiled = compile_file(world.fleet).clusters
-    mine = {c.cluster.name for c in compiled if in_shard(c.cluster.name, (1, 3))}
+    mine = {c.name for c in compiled if in_shard(c.name, (1, 3))}
     result = world.run("sync", str(world.fleet), "--shard", "1/3", "--json")
     assert result.exit_code == 0
     assert set(json.loads(result.stdout)["written"]) == mine

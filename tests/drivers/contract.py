@@ -10,18 +10,9 @@ from typing import ClassVar
 
 import pytest
 
-from provisioner.drivers import (
-    Busy,
-    Driver,
-    DriverError,
-    InvalidRequest,
-    NotFound,
-    NotOwned,
-    Throttled,
-    Unavailable,
-    connect,
-)
-from provisioner.fleet import Cluster
+from provisioner.drivers import ClusterRef, Driver
+from provisioner.drivers.registry import connect
+from provisioner.errors import Busy, CloudError, InvalidRequest, NotFound, NotOwned, Throttled, Unavailable
 from provisioner.pools import PoolState, Scaling, Taint
 from provisioner.sandbox.server import Sandbox
 from provisioner.sharing import CompiledFleet, desired_state
@@ -39,15 +30,15 @@ class DriverContract:
         return connect(self.cloud, sandbox.directory)
 
     @pytest.fixture
-    def cluster(self, contract_fleet: CompiledFleet) -> Cluster:
-        return contract_fleet.cluster(self.cluster_name).cluster  # type: ignore[union-attr]
+    def cluster(self, contract_fleet: CompiledFleet) -> ClusterRef:
+        return contract_fleet.cluster(self.cluster_name).target.ref  # type: ignore[union-attr]
 
     @pytest.fixture
     def desired(self, contract_fleet: CompiledFleet) -> dict[str, PoolState]:
         compiled = contract_fleet.cluster(self.cluster_name)
         return {p.pool.name: desired_state(p) for p in compiled.pools}  # type: ignore[union-attr]
 
-    def names(self, driver: Driver, cluster: Cluster) -> set[str]:
+    def names(self, driver: Driver, cluster: ClusterRef) -> set[str]:
         return {p.name for p in driver.list_pools(cluster)}
 
     @pytest.mark.parametrize("kind", KINDS)
@@ -107,7 +98,7 @@ class DriverContract:
         try:
             errors = []
             for _ in range(12):
-                with pytest.raises(DriverError) as caught:
+                with pytest.raises(CloudError) as caught:
                     driver.list_pools(cluster)
                 errors.append(caught.value)
         finally:

@@ -27,16 +27,16 @@ def test_an_aks_label_change_keeps_the_autoscalers_node_count(sandbox, contract_
     """ARM's PUT replaces the whole pool: the count the autoscaler reached must survive an update."""
     import dataclasses
 
-    from provisioner.drivers import connect
+    from provisioner.drivers.registry import connect
     from provisioner.sharing import desired_state
 
     compiled = contract_fleet.cluster("aks-contract")
     driver = connect("aks", sandbox.directory)
     want = dataclasses.replace(desired_state(compiled.pools[0]), name="keepcount")  # autoscaled 0-3
-    driver.create_pool(compiled.cluster, want)
+    driver.create_pool(compiled.target.ref, want)
     backend = sandbox.emulators["aks"].backend
     key = next(k for k in backend.engine.clusters() if k.endswith("/contract-aks"))
     backend.engine.cluster(key).pools["keepcount"]["count"] = 2  # the autoscaler added two nodes
-    updated = driver.update_pool(compiled.cluster, dataclasses.replace(want, labels=(("team", "ml"),)))
+    updated = driver.update_pool(compiled.target.ref, dataclasses.replace(want, labels=(("team", "ml"),)))
     assert updated.nodes == 2
-    driver.delete_pool(compiled.cluster, "keepcount")
+    driver.delete_pool(compiled.target.ref, "keepcount")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from provisioner.fleet import AksCluster
 from provisioner.sandbox.engine import Engine
+
+if TYPE_CHECKING:
+    from provisioner.drivers import ClusterRef
 
 
 class AksEmulator:
@@ -16,6 +18,6 @@ class AksEmulator:
         self.backend = AksBackend(engine)
         self.app: Any = responses.app(self.backend, latency)
 
-    def add_cluster(self, cluster: AksCluster, url: str) -> None:
-        key = self.backend.add_cluster(cluster.subscription, cluster.resource_group, cluster.cluster)
+    def add_cluster(self, cluster: ClusterRef, url: str) -> None:
+        key = self.backend.add_cluster(cluster.account, cluster.location, cluster.name)
         self.backend.seed_system_pool(key)

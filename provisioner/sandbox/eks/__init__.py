@@ -3,10 +3,12 @@ moto lacks, `responses` the layer in front of moto."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from provisioner.fleet import EksCluster
 from provisioner.sandbox.engine import Engine
+
+if TYPE_CHECKING:
+    from provisioner.drivers import ClusterRef
 
 
 class EksEmulator:
@@ -15,27 +17,27 @@ class EksEmulator:
 
         self.app: Any = responses.app(engine, latency)
 
-    def add_cluster(self, cluster: EksCluster, url: str) -> None:
+    def add_cluster(self, cluster: ClusterRef, url: str) -> None:
         """Create the cluster and its system node group through the API, as a user would."""
         import boto3
 
         eks = boto3.client(
             "eks",
             endpoint_url=url,
-            region_name=cluster.region,
+            region_name=cluster.location,
             aws_access_key_id="sandbox",
             aws_secret_access_key="sandbox",
         )
         eks.create_cluster(
-            name=cluster.cluster,
-            roleArn=cluster.node_role,
-            resourcesVpcConfig={"subnetIds": list(cluster.subnets)},
+            name=cluster.name,
+            roleArn=cluster.extras["node_role"],
+            resourcesVpcConfig={"subnetIds": list(cluster.extras["subnets"])},
         )
         eks.create_nodegroup(
-            clusterName=cluster.cluster,
+            clusterName=cluster.name,
             nodegroupName="system",
-            nodeRole=cluster.node_role,
-            subnets=list(cluster.subnets),
+            nodeRole=cluster.extras["node_role"],
+            subnets=list(cluster.extras["subnets"]),
             instanceTypes=["m5.large"],
             scalingConfig={"minSize": 2, "maxSize": 2, "desiredSize": 2},
         )

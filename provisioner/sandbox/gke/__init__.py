@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from provisioner.fleet import GkeCluster
 from provisioner.sandbox.engine import Engine
+
+if TYPE_CHECKING:
+    from provisioner.drivers import ClusterRef
 
 
 class GkeEmulator:
@@ -16,6 +18,6 @@ class GkeEmulator:
         self.backend = GkeBackend(engine)
         self.app: Any = responses.app(self.backend, latency)
 
-    def add_cluster(self, cluster: GkeCluster, url: str) -> None:
-        key = self.backend.add_cluster(cluster.project, cluster.location, cluster.cluster)
+    def add_cluster(self, cluster: ClusterRef, url: str) -> None:
+        key = self.backend.add_cluster(cluster.account, cluster.location, cluster.name)
         self.backend.seed_system_pool(key)

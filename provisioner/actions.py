@@ -1,0 +1,64 @@
+"""What a plan does to a pool, as one type (as Terraform's plans/action.go): each action carries
+how it is shown, the order it runs in within a cluster, the steps that carry it out, and the drift
+the catalog records for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str  # as `plan --json` spells it
+    sigil: str
+    style: str  # rich style of the sigil
+    phrase: str  # "<pool> will be created"
+    doing: str
+    done: str
+    # The order a cluster's operations run in: capacity is added before it is removed, and a
+    # replaced pool's name must be free before its new pool is created.
+    run_order: int
+    # The driver calls that carry it out, in order. A replace deletes the pool, then creates it
+    # anew: the clouds keep pool names unique, so the new pool cannot exist beside the old one.
+    steps: tuple[str, ...]
+    drift: str  # the catalog's kind for a pool that would need this action: missing, changed, extra
+    shows: Literal["after", "before", "both"]  # which side of each field a plan prints
+
+    def __str__(self) -> str:
+        return self.name
+
+
+UPDATE = Action(
+    "update",
+    "~",
+    "yellow",
+    "will be updated in place",
+    "updating",
+    "updated",
+    0,
+    ("update",),
+    "changed",
+    "both",
+)
+CREATE = Action(
+    "create", "+", "green", "will be created", "creating", "created", 1, ("create",), "missing", "after"
+)
+REPLACE = Action(
+    "replace",
+    "-/+",
+    "magenta",
+    "must be replaced",
+    "replacing",
+    "replaced",
+    2,
+    ("delete", "create"),
+    "changed",
+    "both",
+)
+DELETE = Action(
+    "delete", "-", "red", "will be deleted", "deleting", "deleted", 3, ("delete",), "extra", "before"
+)
+
+# In the order summaries list them.
+ACTIONS = (CREATE, UPDATE, REPLACE, DELETE)
