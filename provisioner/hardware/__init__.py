@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from ruamel.yaml import YAML
 
+from provisioner.pools import Taint
+
 _PROFILE_NAME = re.compile(r"^(?P<compute>\d+)g\.(?P<memory>\d+)gb$")
 
 
@@ -78,6 +80,8 @@ class CloudProfile:
     sharing_via: Literal["pool-field", "device-plugin"]
     sharing_modes: Mapping[str, SharingMode]
     gpu_operator_values: Mapping[str, Any]
+    spot_labels: Mapping[str, str]  # what the cloud writes into a Spot pool's own labels
+    spot_taints: tuple[Taint, ...]  # ... and taints
     in_place: frozenset[str]  # PoolState fields the cloud changes on an existing pool
     driver: str  # "module:Class" of its Driver
     emulator: str  # "module:Class" of its sandbox emulator
@@ -99,10 +103,17 @@ class CloudProfile:
 
 
 @dataclass(frozen=True)
+class HelmChart:
+    repo: str  # e.g. "nvidia/gpu-operator"
+    version: str  # the chart version the rendered values are checked against
+
+
+@dataclass(frozen=True)
 class Hardware:
     gpus: Mapping[str, Gpu]
     instance_types: Mapping[str, Mapping[str, InstanceType]]  # cloud -> name -> type
     clouds: Mapping[str, CloudProfile]
+    gpu_operator_chart: HelmChart
 
     def instance_type(self, cloud: str, name: str) -> InstanceType | None:
         return self.instance_types.get(cloud, {}).get(name)
@@ -144,6 +155,12 @@ def _instance_type(cloud: str, name: str, row: Mapping[str, Any], gpus: Mapping[
     )
 
 
+def _taint(text: str) -> Taint:
+    key_value, _, effect = text.rpartition(":")
+    key, _, value = key_value.partition("=")
+    return Taint(key, value, effect)  # type: ignore[arg-type]
+
+
 def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
     modes = {
         mode: SharingMode(
@@ -166,6 +183,8 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         sharing_via=row["sharing"]["via"],
         sharing_modes=modes,
         gpu_operator_values=row.get("gpuOperator", {}),
+        spot_labels=row.get("spotAdds", {}).get("labels", {}),
+        spot_taints=tuple(_taint(t) for t in row.get("spotAdds", {}).get("taints", [])),
         in_place=frozenset(row["inPlace"]),
         driver=row["driver"],
         emulator=row["emulator"],
@@ -185,5 +204,7 @@ def load() -> Hardware:
         cloud: {name: _instance_type(cloud, name, row, gpus) for name, row in rows.items()}
         for cloud, rows in _read("instance_types.yaml").items()
     }
-    clouds = {key: _cloud(key, row) for key, row in _read("clouds.yaml")["clouds"].items()}
-    return Hardware(gpus=gpus, instance_types=types, clouds=clouds)
+    cloud_rows = _read("clouds.yaml")
+    clouds = {key: _cloud(key, row) for key, row in cloud_rows["clouds"].items()}
+    chart = HelmChart(**cloud_rows["gpuOperatorChart"])
+    return Hardware(gpus=gpus, instance_types=types, clouds=clouds, gpu_operator_chart=chart)
