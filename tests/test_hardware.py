@@ -134,13 +134,18 @@ def test_no_unconfirmed_g4dn_or_g6_rows():
     assert not [name for name in HW.instance_types["eks"] if name.startswith(("g4dn", "g6"))]
 
 
-def test_gke_partition_sizes_follow_its_partitioner():
-    """container-engine-accelerators partition_gpu.go: GI 15 only on H100, H200 and B200."""
+def test_gke_partition_sizes_are_those_its_partitioner_and_device_plugin_both_know():
+    """container-engine-accelerators: partition_gpu.go knows GI 15 only on H100, H200 and B200;
+    pkg/gpu/nvidia/mig/mig.go knows no 4g.20gb or 4g.40gb (its device plugin fails on them)."""
     gke = HW.clouds["gke"]
-    offered = {gpu: [p.name for p in gke.mig_profiles(_gpu_named(gpu))] for gpu in ("A100 40GB", "A100 80GB")}
-    assert offered == {
-        "A100 40GB": ["1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"],
-        "A100 80GB": ["1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"],
+    offered = {
+        gpu: [p.name for p in gke.mig_profiles(_gpu_named(gpu))]
+        for gpu in ("A100 40GB", "A100 80GB", "H100 80GB", "H200 141GB", "B200")
     }
-    for gpu in ("H100 80GB", "H200 141GB", "B200"):
-        assert len(gke.mig_profiles(_gpu_named(gpu))) == 6, gpu
+    assert offered == {
+        "A100 40GB": ["1g.5gb", "2g.10gb", "3g.20gb", "7g.40gb"],
+        "A100 80GB": ["1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"],
+        "H100 80GB": ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "7g.80gb"],
+        "H200 141GB": ["1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"],
+        "B200": ["1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"],
+    }

@@ -53,7 +53,7 @@ CASES = {
         """,
         [
             "10: clusters[gcp-ml].pools[a100].gpu.mig: 1g.10gb is not a MIG profile of the A100 40GB "
-            "on GKE; it offers 1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
+            "on GKE; it offers 1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb"
         ],
     ),
     "gke has no 1g.20gb on the A100 80GB": (
@@ -66,7 +66,34 @@ CASES = {
         """,
         [
             "10: clusters[gcp-ml].pools[a100].gpu.mig: 1g.20gb is not a MIG profile of the A100 80GB "
-            "on GKE; it offers 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"
+            "on GKE; it offers 1g.10gb, 2g.20gb, 3g.40gb, 7g.80gb"
+        ],
+    ),
+    # container-engine-accelerators pkg/gpu/nvidia/mig/mig.go: GKE's device plugin has no 4g.40gb.
+    "gke's device plugin has no 4g.40gb on the H100": (
+        "gke",
+        """\
+        - name: h100
+          instanceType: a3-highgpu-1g
+          gpu: {mig: 4g.40gb}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[gcp-ml].pools[h100].gpu.mig: 4g.40gb is not a MIG profile of the H100 80GB "
+            "on GKE; it offers 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 7g.80gb"
+        ],
+    ),
+    "gke's device plugin has no 4g.20gb on the A100 40GB": (
+        "gke",
+        """\
+        - name: a100
+          instanceType: a2-highgpu-1g
+          gpu: {mig: 4g.20gb}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[gcp-ml].pools[a100].gpu.mig: 4g.20gb is not a MIG profile of the A100 40GB "
+            "on GKE; it offers 1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb"
         ],
     ),
     "mig on a GPU without mig": (

@@ -78,6 +78,20 @@ class TestGke:
                 gke_pool("nopart", gpuPartitionSize="1g.10gb"),
                 "GPU partition size 1g.10gb is not supported for nvidia-tesla-a100",
             ),
+            (
+                gke_pool("fourg", gpuPartitionSize="4g.20gb"),
+                "GPU partition size 4g.20gb is not supported for nvidia-tesla-a100; supported: "
+                "1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb.",
+            ),
+            (
+                gke_pool(
+                    "fourg80",
+                    machine="a3-highgpu-1g",
+                    acceleratorType="nvidia-h100-80gb",
+                    gpuPartitionSize="4g.40gb",
+                ),
+                "GPU partition size 4g.40gb is not supported for nvidia-h100-80gb",
+            ),
             (gke_pool("wrongacc", machine="g2-standard-8"), "Machine type g2-standard-8 takes nvidia-l4"),
             (gke_pool("toomany", acceleratorCount="2"), "takes 1 nvidia-tesla-a100, not 2"),
             (
