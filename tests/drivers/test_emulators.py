@@ -204,6 +204,31 @@ class TestAks:
         assert response.status_code == 400
         assert message in response.json()["error"]["message"]
 
+    def test_a_spot_pool_carries_the_label_and_taint_aks_adds(self, url):
+        """`az aks nodepool show` of a Spot pool (AKS spot-node-pool docs) lists both, and an update
+        that leaves them out does not remove them."""
+        created = aks_put(
+            url, "spotty", scaleSetPriority="Spot", nodeLabels={"team": "ml"}, nodeTaints=["a=b:NoSchedule"]
+        )
+        wait_aks(created)
+        updated = aks_put(url, "spotty", scaleSetPriority="Spot", nodeLabels={}, nodeTaints=[])
+        wait_aks(updated)
+        for response in (created, updated):
+            assert response.status_code in (200, 201)
+        shown = requests.get(f"{url}{AKS_CLUSTER}/agentPools/spotty", params=API_VERSION, headers=BEARER)
+        properties = shown.json()["properties"]
+        assert properties["nodeLabels"] == {"kubernetes.azure.com/scalesetpriority": "spot"}
+        assert properties["nodeTaints"] == ["kubernetes.azure.com/scalesetpriority=spot:NoSchedule"]
+        assert created.json()["properties"]["nodeLabels"] == {
+            "team": "ml",
+            "kubernetes.azure.com/scalesetpriority": "spot",
+        }
+        assert created.json()["properties"]["nodeTaints"] == [
+            "a=b:NoSchedule",
+            "kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
+        ]
+        wait_aks(requests.delete(f"{url}{AKS_CLUSTER}/agentPools/spotty", params=API_VERSION, headers=BEARER))
+
 
 class TestEks:
     @pytest.fixture
