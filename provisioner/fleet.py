@@ -29,7 +29,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from provisioner.pools import TAINT_EFFECTS, Scaling, Taint
-from provisioner.source import Diagnostic, FleetError, Loc, SourceDocument, shown
+from provisioner.source import Diagnostic, FleetError, Loc, SourceDocument, cut, shown
 
 Sharing = Literal["exclusive", "time-slicing", "mps"]
 
@@ -84,7 +84,7 @@ def _parse_taint(value: Any) -> Any:
             "{value} has effect {effect}; allowed: {allowed}",
             {
                 "value": shown(value),
-                "effect": shown(match["effect"])[1:-1],
+                "effect": cut(match["effect"]),
                 "allowed": ", ".join(TAINT_EFFECTS),
             },
         )

@@ -257,7 +257,7 @@ def _check_shape(events: Iterable[Any], file: str) -> None:
             add(done.anchor, done.size)
         elif isinstance(event, AliasEvent):
             if any(frame.anchor == event.anchor for frame in stack):
-                raise fail(event, f"alias *{_cut(event.anchor)} refers to a node that contains it", step())
+                raise fail(event, f"alias *{cut(event.anchor)} refers to a node that contains it", step())
             size = sizes.get(event.anchor, 1)  # an unknown anchor: the loader reports it
             added += size
             if added > MAX_ALIAS_VALUES:
@@ -286,7 +286,7 @@ def _open_path(stack: list[_Open], at: str | int | None) -> str:
     parts: list[str] = []
     for frame in [*stack[1:], _Open(None, False, at)]:
         if isinstance(frame.step, int):
-            parts.append(f"[{_cut(frame.name)}]" if frame.name else f"[{frame.step}]")
+            parts.append(f"[{cut(frame.name)}]" if frame.name else f"[{frame.step}]")
         elif frame.step is not None:
             parts.append(_path_part(frame.step, None, first=not parts))
     return "".join(parts)
@@ -321,13 +321,13 @@ def _line_of(node: Any) -> int | None:
 def _path_part(step: str | int, child: Any, first: bool) -> str:
     if isinstance(step, int):
         name = child.get("name") if isinstance(child, CommentedMap) else None
-        return f"[{_cut(name)}]" if isinstance(name, str) and name else f"[{step}]"
+        return f"[{cut(name)}]" if isinstance(name, str) and name else f"[{step}]"
     if not _PLAIN_KEY.match(step):
-        return f'["{_cut(step)}"]'  # label keys such as nvidia.com/gpu.product
-    return _cut(step) if first else f".{_cut(step)}"
+        return f'["{cut(step)}"]'  # label keys such as nvidia.com/gpu.product
+    return cut(step) if first else f".{cut(step)}"
 
 
-def _cut(text: str) -> str:
+def cut(text: str) -> str:
     """A name as a path shows it: a hostile file's 50 MB name must not make a 50 MB message."""
     return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 1]}…"
 
