@@ -352,7 +352,10 @@ def _duplicates(data: Any, fleet: Fleet) -> list[tuple[Loc, str]]:
             continue  # reported as a structural problem already
         if name in cluster_names:
             problems.append(
-                (("clusters", ci, "name"), f"duplicate cluster name {name!r}; names are unique in a fleet")
+                (
+                    ("clusters", ci, "name"),
+                    f"duplicate cluster name {shown(name)}; names are unique in a fleet",
+                )
             )
         cluster_names.add(name)
         pool_names: set[str] = set()
@@ -364,7 +367,7 @@ def _duplicates(data: Any, fleet: Fleet) -> list[tuple[Loc, str]]:
                 problems.append(
                     (
                         ("clusters", ci, "pools", pi, "name"),
-                        f"duplicate pool name {pool_name!r} in this cluster",
+                        f"duplicate pool name {shown(pool_name)} in this cluster",
                     )
                 )
             pool_names.add(pool_name)
