@@ -68,6 +68,20 @@ class SharingMode:
 
 
 @dataclass(frozen=True)
+class PoolLimits:
+    """What a cloud's API refuses in a pool beyond Kubernetes' own rules (clouds.yaml `limits`)."""
+
+    max_nodes: int  # per pool (GKE: per zone), for count and the autoscaling maximum
+    min_disk_size_gb: int | None = None
+    max_disk_size_gb: int | None = None
+    max_label_key_length: int | None = None  # the whole key, prefix included
+    min_label_value_length: int = 0
+    max_taint_key_length: int | None = None
+    max_taints: int | None = None  # the GPU taint provisioner adds counts too
+    reserved_label_prefixes: Mapping[str, str] = field(default_factory=dict)  # prefix -> why
+
+
+@dataclass(frozen=True)
 class CloudProfile:
     key: str  # "aks"
     title: str  # "AKS"
@@ -85,6 +99,7 @@ class CloudProfile:
     in_place: frozenset[str]  # PoolState fields the cloud changes on an existing pool
     driver: str  # "module:Class" of its Driver
     emulator: str  # "module:Class" of its sandbox emulator
+    limits: PoolLimits
 
     def mig_profiles(self, gpu: Gpu) -> list[MigProfile]:
         """The MIG profiles this cloud can partition `gpu` into, smallest first."""
@@ -188,6 +203,21 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         in_place=frozenset(row["inPlace"]),
         driver=row["driver"],
         emulator=row["emulator"],
+        limits=_limits(row["limits"]),
+    )
+
+
+def _limits(row: Mapping[str, Any]) -> PoolLimits:
+    disk = row.get("diskSizeGb", {})
+    return PoolLimits(
+        max_nodes=row["nodes"]["max"],
+        min_disk_size_gb=disk.get("min"),
+        max_disk_size_gb=disk.get("max"),
+        max_label_key_length=row.get("labelKey", {}).get("maxLength"),
+        min_label_value_length=row.get("labelValue", {}).get("minLength", 0),
+        max_taint_key_length=row.get("taintKey", {}).get("maxLength"),
+        max_taints=row.get("taints", {}).get("max"),
+        reserved_label_prefixes=row.get("reservedLabelPrefixes", {}),
     )
 
 

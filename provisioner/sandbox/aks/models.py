@@ -22,6 +22,8 @@ DEFAULT_OS_DISK_GB = 128
 # them (learn.microsoft.com/azure/aks/spot-node-pool).
 SPOT_LABELS = {"kubernetes.azure.com/scalesetpriority": "spot"}
 SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
+# agentPools spec (azure-rest-api-specs, ContainerServiceOSDisk): osDiskSizeGB minimum 0, maximum 2048.
+OS_DISK_GB = (0, 2048)
 SYSTEM_VM_SIZE = re.compile(r"^Standard_[DE]\d+[a-z]*s?_v\d$")  # general-purpose sizes for system pools
 
 
@@ -168,6 +170,13 @@ class AksBackend:
 
     @staticmethod
     def _check_common(properties: dict[str, Any]) -> None:
+        disk, (low, high) = properties.get("osDiskSizeGB"), OS_DISK_GB
+        if not isinstance(disk, int) or not low <= disk <= high:
+            raise ApiError(
+                400,
+                "InvalidParameter",
+                f"The value of parameter osDiskSizeGB is invalid: {disk!r} is not in [{low}, {high}].",
+            )
         for taint in properties.get("nodeTaints") or []:
             if not TAINT.match(taint):
                 raise ApiError(

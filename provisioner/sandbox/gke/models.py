@@ -81,6 +81,9 @@ class NodePool:
 
 
 DEFAULT_DISK_SIZE_GB = 100
+# NodeConfig.diskSizeGb (container v1 API reference): "The smallest allowed disk size is 12 GB"
+# (15 GB from GKE 1.36.3-gke.1480000); 0 asks for the default.
+MIN_DISK_SIZE_GB = 12
 
 
 def cluster_key(project: str, location: str, cluster: str) -> str:
@@ -155,6 +158,7 @@ class GkeBackend:
                     400, "INVALID_ARGUMENT", f"Node pool field(s) {', '.join(fixed)} cannot be updated."
                 )
             updated = replace(current, **changes)
+            self._check_disk(updated.disk_size_gb)
             self._check_taints(updated.taints)
             return self._change(key, name, "update", updated)
 
@@ -192,6 +196,7 @@ class GkeBackend:
             )
         if pool.node_count < 0:
             raise ApiError(400, "INVALID_ARGUMENT", "initialNodeCount must be >= 0.")
+        self._check_disk(pool.disk_size_gb)
         self._check_taints(pool.taints)
         self._check_autoscaling(pool.autoscaling)
         if len(pool.accelerators) > 1:
@@ -240,6 +245,15 @@ class GkeBackend:
                 raise ApiError(
                     400, "INVALID_ARGUMENT", f"maxSharedClientsPerGpu must be between {low} and {high}."
                 )
+
+    @staticmethod
+    def _check_disk(size_gb: int) -> None:
+        if size_gb and size_gb < MIN_DISK_SIZE_GB:
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"Disk size {size_gb} GB is too small: the smallest allowed is {MIN_DISK_SIZE_GB} GB.",
+            )
 
     @staticmethod
     def _check_taints(taints: tuple[tuple[str, str, str], ...]) -> None:
