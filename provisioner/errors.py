@@ -7,6 +7,7 @@ catches the root once and prints it, never a traceback.
     │   ├── NotFound, Busy, Throttled, Unavailable    Busy/Throttled/Unavailable mean "later"
     │   └── InvalidRequest, NotOwned, AuthenticationFailed, OperationFailed, OperationTimeout,
     │       PartialListing
+    ├── CatalogError        the catalog cannot be opened or written (catalog/url.py: it redacts)
     ├── StalePlan           a saved plan no longer matches the clusters
     ├── LockHeld            another run holds a cluster's lock
     └── SandboxNotRunning   --sandbox names a directory with no running sandbox

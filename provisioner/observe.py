@@ -38,7 +38,7 @@ class Drivers:
     def prepare(self, clusters: Sequence[Target]) -> None:
         """Make the drivers these clusters need now, before worker threads share them, so no two
         threads make one (nor import an SDK at once)."""
-        for cloud in {c.cloud for c in clusters}:
+        for cloud in dict.fromkeys(c.cloud for c in clusters):  # in order, so errors are repeatable
             self(cloud)
 
 

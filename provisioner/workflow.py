@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from provisioner.errors import StalePlan
 from provisioner.observe import Drivers, observe, observe_settled
 from provisioner.plan import Plan, diff
 from provisioner.planfile import SavedPlan
 from provisioner.sharing import CompiledFleet, compile_file
+from provisioner.source import read_text
 
 
 def read_fleet(path: str) -> tuple[CompiledFleet, str]:
     """The compiled fleet and the text it came from (which a saved plan keeps)."""
-    text = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else None
-    compiled = compile_file(path, text)
-    return compiled, text or ""
+    text = read_text(path)  # once, bounded: a pipe or /dev/zero reads like a file, or fails cleanly
+    return compile_file(path, text), text
 
 
 def make_plan(

@@ -261,3 +261,14 @@ def test_two_applies_on_one_cluster_never_interleave(world: World):
     assert "Run apply again" in blocked.output
     finished = world.run("apply", str(world.fleet), "--auto-approve")
     assert "Apply complete: 3 created" in finished.output
+
+
+def test_an_aks_spot_pool_converges_in_one_apply(world: World):
+    """AKS adds its Spot label and taint to the pool: plan must not want them removed ever after."""
+    world.edit(lambda pools: {**pools, "aks": pools["aks"].replace("max: 3}}", "max: 3}, spot: true}", 1)})
+    assert "spot: true" in world.fleet.read_text()
+    applied = world.run("apply", str(world.fleet), "--auto-approve")
+    assert applied.exit_code == 0, applied.output
+    after = world.run("plan", str(world.fleet), "--detailed-exitcode")
+    assert after.exit_code == 0, after.output
+    assert "No changes. The clusters match the fleet." in after.stdout
