@@ -74,6 +74,7 @@ POOL_FIELDS = (
     "scaling",
     "labels",
     "taints",
+    "edge",
 )
 
 # Fields a pool may leave unset (None) for the cloud to fill in.
@@ -101,8 +102,12 @@ class PoolState:
     labels: tuple[tuple[str, str], ...]
     taints: tuple[Taint, ...]
     owned: bool = True  # False: a pool this tool did not create; never updated or deleted
+    # True: the nodes are the user's own machines that join the pool (ACK Edge); None where the
+    # cloud has no such pools.
+    edge: bool | None = None
     status: PoolStatus = field(default="ready", compare=False)
     nodes: int | None = field(default=None, compare=False)  # nodes now, where the cloud says
+    cloud_id: str | None = field(default=None, compare=False)  # the cloud's own ID, where it has one (np-...)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(sorted(dict(self.labels).items())))
