@@ -102,12 +102,28 @@ def plan_text(plan: Plan) -> Text:
             lines.append(f"  ! {conflict}\n", style="red")
         for change in cluster.changes:
             _change_lines(lines, change)
+    unobserved = [c.cluster.name for c in plan.clusters if c.error]
+    observed = len(plan.clusters) - len(unobserved)
     if plan.changes:
         counts = ", ".join(f"{n} to {action}" for action, n in plan.summary.items())
         lines.append(f"Plan: {counts}.\n", style="bold")
-    else:
+    elif not unobserved:
         lines.append("No changes. The clusters match the fleet.\n", style="green")
+    elif observed:
+        lines.append(f"No changes in the {_count(observed, 'cluster')} observed.\n")
+    if unobserved:
+        # Never a match claimed for a cluster nobody saw: nothing is planned for it either.
+        names = ", ".join(unobserved)
+        lines.append(
+            f"{_count(len(unobserved), 'cluster')} could not be observed, so nothing is planned "
+            f"for {'it' if len(unobserved) == 1 else 'them'}: {names}.\n",
+            style="red",
+        )
     return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _change_lines(lines: Text, change: Change) -> None:

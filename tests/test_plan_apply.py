@@ -261,3 +261,26 @@ def test_two_applies_on_one_cluster_never_interleave(world: World):
     assert "Run apply again" in blocked.output
     finished = world.run("apply", str(world.fleet), "--auto-approve")
     assert "Apply complete: 3 created" in finished.output
+
+
+def test_plan_names_the_clusters_it_could_not_observe_and_claims_no_match_for_them(world: World):
+    assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+    world.fleet.write_text(
+        world.fleet.read_text().replace(f"cluster: gke-{world.suffix}", "cluster: gke-gone"), encoding="utf-8"
+    )
+    result = world.run("plan", str(world.fleet))
+    assert result.exit_code == 1
+    assert "match" not in result.output
+    assert "No changes in the 2 clusters observed.\n" in result.stdout
+    assert "1 cluster could not be observed, so nothing is planned for it: gcp.\n" in result.stdout
+
+
+def test_plan_with_no_cluster_observed_says_so_and_nothing_else(world: World):
+    only_missing = world.fleet.read_text().split("  - name: aws")[0].replace(world.suffix, "gone")
+    world.fleet.write_text(only_missing, encoding="utf-8")
+    result = world.run("plan", str(world.fleet))
+    assert result.exit_code == 1
+    assert "No changes" not in result.output and "match" not in result.output
+    assert result.stdout.endswith(
+        "2 clusters could not be observed, so nothing is planned for them: azure, gcp.\n"
+    )
