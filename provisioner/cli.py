@@ -66,6 +66,24 @@ def main(ctx: click.Context, sandbox: Path | None) -> None:
     ctx.obj = sandbox
 
 
+def _use_sandbox(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:  # given after the command name: it wins over the one before it
+        ctx.obj = value
+
+
+def _sandbox_option(command):
+    """`--sandbox DIR` after the command name too (`plan fleet.yaml --sandbox DIR`); the group's
+    option, before the name, reads PROVISIONER_SANDBOX."""
+    return click.option(
+        "--sandbox",
+        metavar="DIR",
+        type=click.Path(file_okay=False, path_type=Path),
+        expose_value=False,
+        callback=_use_sandbox,
+        help="As `provisioner --sandbox DIR` [env PROVISIONER_SANDBOX].",
+    )(command)
+
+
 @main.command()
 @click.argument("fleets", nargs=-1, required=True, metavar="FLEET...")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -169,6 +187,7 @@ def schema() -> None:
 @click.argument("fleet")
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the pools as JSON.")
+@_sandbox_option
 @click.pass_obj
 def pools(sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: bool) -> None:
     """List every pool the fleet's clusters hold now, the ones provisioner does not own included."""
@@ -259,6 +278,7 @@ def _drivers(sandbox: Path | None) -> Drivers:
     "--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on errors."
 )
 @click.option("--destroy", is_flag=True, help="Plan to delete every pool provisioner owns in these clusters.")
+@_sandbox_option
 @click.pass_obj
 def plan(
     sandbox: Path | None,
@@ -325,6 +345,7 @@ class _Carry:
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @_lock_timeout_option
 @_catalog_option
+@_sandbox_option
 @click.pass_obj
 def apply(
     sandbox: Path | None, target: str, *, auto_approve: bool, lock_timeout: float, catalog_url: str | None
@@ -351,6 +372,7 @@ def apply(
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @_lock_timeout_option
 @_catalog_option
+@_sandbox_option
 @click.pass_obj
 def destroy(
     sandbox: Path | None, fleet: str, *, auto_approve: bool, lock_timeout: float, catalog_url: str | None
@@ -438,6 +460,7 @@ def _shard(value: str | None) -> tuple[int, int] | None:
 )
 @click.option("--shard", metavar="I/N", help="Only the clusters whose stable hash falls in shard I of N.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_sandbox_option
 @click.pass_obj
 def sync(
     sandbox: Path | None,
@@ -501,6 +524,7 @@ def catalog() -> None:
 @click.option("--cloud", type=click.Choice(["aks", "gke", "eks"]), help="Only this cloud.")
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the pools as JSON.")
+@_sandbox_option
 @click.pass_obj
 def catalog_ls(
     sandbox: Path | None, catalog_url: str | None, cloud: str | None, cluster_name: str | None, as_json: bool
@@ -519,6 +543,7 @@ def catalog_ls(
 @_catalog_option
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the capacity as JSON.")
+@_sandbox_option
 @click.pass_obj
 def catalog_inspect(sandbox: Path | None, catalog_url: str | None, cluster_name: str | None, as_json: bool):
     """GPU capacity per cluster and pool: GPUs, slices, memory per slice, and totals."""
@@ -535,6 +560,7 @@ def catalog_inspect(sandbox: Path | None, catalog_url: str | None, cluster_name:
 @_catalog_option
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the drift as JSON.")
+@_sandbox_option
 @click.pass_obj
 def catalog_drift(sandbox: Path | None, catalog_url: str | None, cluster_name: str | None, as_json: bool):
     """Pools that differ from the fleet, as the last sync of each cluster found them."""

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 
+from provisioner.cli import main
 from provisioner.drivers import connect
 from provisioner.pools import Scaling
 from provisioner.sandbox.server import SandboxSettings
@@ -284,3 +286,49 @@ def test_plan_with_no_cluster_observed_says_so_and_nothing_else(world: World):
     assert result.stdout.endswith(
         "2 clusters could not be observed, so nothing is planned for them: azure, gcp.\n"
     )
+
+
+def run_without_env(world: World, *args: str) -> Result:
+    """The CLI with no PROVISIONER_SANDBOX: only the command line says where the sandbox is."""
+    env = {"PROVISIONER_SANDBOX": None, "PROVISIONER_LOCK_DIR": None, "PROVISIONER_CATALOG": None}
+    return world.runner.invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("pools", "{fleet}"), "default-pool"),
+        (("plan", "{fleet}"), "Plan: 9 to create"),
+        (("apply", "{fleet}", "--auto-approve"), "Apply complete: 9 created"),
+        (("destroy", "{fleet}", "--auto-approve"), "No changes. The clusters match the fleet."),
+        (("sync", "{fleet}"), "Synced 3 clusters (3 pools) into sqlite:///{sandbox}/catalog.db"),
+        (("catalog", "ls", "--json"), '"pool": "mig"'),
+        (("catalog", "inspect", "--json"), '"pool": "mig"'),
+        (("catalog", "drift", "--json"), '"pool": "spare"'),
+    ],
+)
+def test_sandbox_is_accepted_after_the_command_name(world: World, args: tuple[str, ...], expected: str):
+    if args[0] == "catalog":  # the sandbox's catalog (DIR/catalog.db) holds what this sync wrote
+        if args[1] != "drift":
+            assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+        assert world.run("sync", str(world.fleet)).exit_code == 0
+    command = [a.format(fleet=world.fleet) for a in args]
+    expected = expected.format(sandbox=world.sandbox.directory)
+    result = run_without_env(world, *command, "--sandbox", str(world.sandbox.directory))
+    assert result.exit_code == 0, result.output
+    assert expected in result.stdout
+
+
+def test_the_sandbox_after_the_command_wins_over_the_one_before_it_and_the_environment(world: World):
+    here = str(world.sandbox.directory)
+    nowhere = str(world.sandbox.directory.parent / "no-sandbox-here")
+    after = run_without_env(world, "--sandbox", nowhere, "plan", str(world.fleet), "--sandbox", here)
+    assert after.exit_code == 0, after.output
+    assert "Plan: 9 to create" in after.stdout
+    from_env = world.runner.invoke(
+        main, ["plan", str(world.fleet), "--sandbox", here], env={"PROVISIONER_SANDBOX": nowhere}
+    )
+    assert from_env.exit_code == 0, from_env.output
+    before_only = run_without_env(world, "--sandbox", nowhere, "plan", str(world.fleet))
+    assert before_only.exit_code == 1
+    assert f"no sandbox at {nowhere}" in before_only.output
