@@ -358,6 +358,9 @@ def apply(
         saved = planfile.load(Path(target))
     except (planfile.NotAPlan, OSError):
         saved = None
+    except planfile.DamagedPlan as exc:
+        click.echo(f"error: {exc}; make it again with `provisioner plan FLEET --out FILE`", err=True)
+        sys.exit(1)
     if saved is None:
         _plan_and_carry_out(carry, target, destroy=False, auto_approve=auto_approve)
         return

@@ -332,3 +332,60 @@ def test_the_sandbox_after_the_command_wins_over_the_one_before_it_and_the_envir
     before_only = run_without_env(world, "--sandbox", nowhere, "plan", str(world.fleet))
     assert before_only.exit_code == 1
     assert f"no sandbox at {nowhere}" in before_only.output
+
+
+def _dropped(document: dict, *path: str) -> dict:
+    parent = document
+    for key in path[:-1]:
+        parent = parent[key]
+    del parent[path[-1]]
+    return document
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda d: _dropped(d, "fleet", "text"), "damaged saved plan: fleet.text is missing"),
+        (lambda d: _dropped(d, "changes"), "damaged saved plan: changes is missing"),
+        (lambda d: d | {"fleet": "fleet.yaml"}, "damaged saved plan: fleet must be an object"),
+        (
+            lambda d: d | {"fleet": {"path": "f.yaml", "text": 7}},
+            "damaged saved plan: fleet.text must be a string",
+        ),
+        (
+            lambda d: d | {"clusters": ["gcp"]},
+            "damaged saved plan: clusters must be an object of cluster name to fingerprint",
+        ),
+        (lambda d: d | {"changes": {"gcp": []}}, "damaged saved plan: changes must be a list"),
+        (lambda d: d | {"changes": ["create"]}, "damaged saved plan: changes[0] must be an object"),
+        (lambda d: d | {"destroy": "no"}, "damaged saved plan: destroy must be true or false"),
+        (
+            lambda d: d | {"format": "provisioner-plan/9"},
+            "saved plan format 'provisioner-plan/9' is not 'provisioner-plan/1'",
+        ),
+    ],
+)
+def test_a_hand_edited_saved_plan_is_refused_as_damaged_naming_the_field(
+    world: World, tmp_path: Path, damage, problem: str
+):
+    saved = tmp_path / "plan.json"
+    assert world.run("plan", str(world.fleet), "--out", str(saved)).exit_code == 0
+    saved.write_text(json.dumps(damage(json.loads(saved.read_text()))), encoding="utf-8")
+    refused = world.run("apply", str(saved), "--auto-approve")
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith(f"error: {saved}: {problem}")
+    assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 2  # nothing applied
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda raw: raw[: len(raw) // 2], lambda raw: raw[:200] + b"\xff\xfe\x00\x01" + raw[200:]],
+    ids=["truncated", "binary"],
+)
+def test_a_damaged_saved_plan_file_is_refused_not_read_as_a_fleet(world: World, tmp_path: Path, damage):
+    saved = tmp_path / "plan.json"
+    assert world.run("plan", str(world.fleet), "--out", str(saved)).exit_code == 0
+    saved.write_bytes(damage(saved.read_bytes()))
+    refused = world.run("apply", str(saved), "--auto-approve")
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith(f"error: {saved}: damaged saved plan: not valid UTF-8 JSON")
