@@ -7,10 +7,11 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from provisioner import __version__
 from provisioner.source import Diagnostic, FleetError
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
     from provisioner.plan import Plan
     from provisioner.sharing import CompiledFleet
 
-# Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup.
+# Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup. What
+# does go through rich has every value from the user or a cloud escaped (rich.markup.escape).
 # Piped output gets room for whole instance-type names rather than a terminal's default 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 132)
 
@@ -43,6 +45,12 @@ class _Group(click.Group):
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _os_error(doing: str, exc: OSError) -> NoReturn:
+    """An OS error on a path the user gave, as one line naming the path; exit 1, never a traceback."""
+    click.echo(f"error: {doing}: {exc.filename}: {exc.strerror or exc}", err=True)
+    sys.exit(1)
 
 
 def _print_diagnostics(diagnostics: list[Diagnostic]) -> None:
@@ -106,7 +114,7 @@ def validate(fleets: tuple[str, ...], as_json: bool) -> None:
         sys.exit(1 if problems else 0)
     for result in results:
         counts = f"{_count(result['clusters'], 'cluster')}, {_count(result['pools'], 'pool')}"
-        out.print(f"[green]✓[/] {result['file']}: {counts}")
+        out.print(f"[green]✓[/] {escape(result['file'])}: {counts}")
     if problems:
         raise FleetError(problems)
 
@@ -148,10 +156,14 @@ def render(
     if fleet == "cronjob" and not Path(fleet).is_file():
         if schedule is None:
             raise click.UsageError("render cronjob needs --schedule, e.g. --schedule '0 2 * * *'")
-        click.echo(
-            rendering.render_cronjob(schedule=schedule, image=image, namespace=namespace, shards=shards),
-            nl=False,
-        )
+        try:
+            manifest = rendering.render_cronjob(
+                schedule=schedule, image=image, namespace=namespace, shards=shards
+            )
+        except rendering.InvalidOption as exc:
+            click.echo(f"error: {exc.option}: {exc}", err=True)
+            sys.exit(1)
+        click.echo(manifest, nl=False)
         return
 
     compiled = compile_file(fleet)
@@ -165,11 +177,14 @@ def render(
     for cluster in rendered:
         for filename, text in cluster.files.items():
             target = out_dir / cluster.name / filename
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-            out.print(f"wrote {target}")
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                _os_error("cannot write the rendered files", exc)
+            out.print(f"wrote {escape(str(target))}")
         if not cluster.files:
-            out.print(f"{cluster.name}: {cluster.note}")
+            out.print(escape(f"{cluster.name}: {cluster.note}"))
 
 
 @main.command()
@@ -248,9 +263,9 @@ def serve(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     for cloud, url in running.endpoints.items():
-        out.print(f"{cloud}: {url}")
+        out.print(escape(f"{cloud}: {url}"))
     seeded = f", {_count(len(fleet.clusters), 'cluster')} seeded" if fleet else ""
-    out.print(f"wrote {directory / 'endpoints.json'}{seeded}; Ctrl-C to stop")
+    out.print(escape(f"wrote {directory / 'endpoints.json'}{seeded}; Ctrl-C to stop"))
     try:
         while not stop.wait(0.5):
             pass
@@ -300,9 +315,13 @@ def plan(
     else:
         out.print(report.plan_text(made), end="")
     if out_file is not None and not made.errors:
-        planfile.save(made, fleet, text, out_file)
+        try:
+            planfile.save(made, fleet, text, out_file)
+        except OSError as exc:
+            _os_error("cannot save the plan", exc)
         if not as_json:
-            out.print(f"Saved the plan to {out_file}; `provisioner apply {out_file}` carries it out.")
+            saved = escape(str(out_file))
+            out.print(f"Saved the plan to {saved}; `provisioner apply {saved}` carries it out.")
     for error in made.errors:
         click.echo(f"error: {error}", err=True)
     if made.errors:
@@ -393,7 +412,8 @@ def _plan_and_carry_out(carry: _Carry, fleet: str, destroy: bool, auto_approve: 
     compiled, _ = read_fleet(fleet)
 
     def waiting(running: list[str]) -> None:
-        out.print(f"[dim]waiting for operations still running: {', '.join(running)}[/]", highlight=False)
+        names = escape(", ".join(running))
+        out.print(f"[dim]waiting for operations still running: {names}[/]", highlight=False)
 
     made = make_plan(compiled, _drivers(carry.sandbox), destroy=destroy, settle=True, on_wait=waiting)
     out.print(report.plan_text(made), end="")
@@ -506,7 +526,7 @@ def sync(
             f"Synced {synced} into {where}" + (f", {len(found)} found by --discover" if discover else "")
         )
         for line in drift:
-            out.print(f"[yellow]drift[/] {line}", highlight=False, markup=True)
+            out.print(f"[yellow]drift[/] {escape(line)}", highlight=False, markup=True)
     for scope, error in discovery_errors.items():
         click.echo(f"error: discovering clusters in {scope}: {error}", err=True)
     for name, error in report.failed.items():

@@ -27,6 +27,10 @@ class LockHeld(DriverError):
     """The lock stayed taken for the whole --lock-timeout."""
 
 
+class LockUnusable(DriverError):
+    """The lock could not be taken at all: its directory cannot be made or written, say."""
+
+
 def default_directory(sandbox: Path | None) -> Path:
     if env := os.environ.get("PROVISIONER_LOCK_DIR"):
         return Path(env)
@@ -47,9 +51,16 @@ class FileLocks:
     @contextlib.contextmanager
     def hold(self, key: tuple[str, ...], timeout: float, what: str) -> Iterator[None]:
         """Hold the lock on `key` (a cluster's target), waiting up to `timeout` seconds for it."""
-        self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(key)
-        with path.open("a+", encoding="utf-8") as handle:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            handle = path.open("a+", encoding="utf-8")
+        except OSError as exc:
+            raise LockUnusable(
+                f"cannot lock {what}: {exc.filename}: {exc.strerror or exc} "
+                "(PROVISIONER_LOCK_DIR moves the locks)"
+            ) from None
+        with handle:
             deadline = time.monotonic() + timeout
             while True:
                 try:

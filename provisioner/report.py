@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -56,16 +57,16 @@ def observations_table(observations: Sequence[Observation]) -> Table:
         table.add_column(column)
     for observation in observations:
         if observation.error is not None:
-            table.add_row(observation.cluster.name, "[red]listing failed[/]", *[""] * 7)
+            table.add_row(escape(observation.cluster.name), "[red]listing failed[/]", *[""] * 7)
         for pool in observation.pools:
             sharing = f"{pool.sharing.strategy} x{pool.sharing.clients_per_gpu}" if pool.sharing else ""
             table.add_row(
-                observation.cluster.name,
-                pool.name,
-                pool.instance_type,
+                escape(observation.cluster.name),
+                escape(pool.name),
+                escape(pool.instance_type),
                 str(pool.gpus_per_node or ""),
-                pool.mig_setting or "",
-                sharing,
+                escape(pool.mig_setting or ""),
+                escape(sharing),
                 str(value_json("scaling", pool.scaling)),
                 "yes" if pool.spot else "",
                 "yes" if pool.owned else "[dim]no[/]",
@@ -173,7 +174,7 @@ class ProgressReporter:
         self.progress.console.print(Text(f"{cluster}: {why}", style="dim"))
 
     def change_started(self, change: Change) -> None:
-        label = f"{change.cluster}/{change.pool}: {_ING[change.action]}"
+        label = f"{_where(change)}: {_ING[change.action]}"
         self._tasks[(change.cluster, change.pool)] = self.progress.add_task(label, total=1)
 
     def change_retrying(self, change: Change, error: DriverError, delay: float) -> None:
@@ -185,10 +186,15 @@ class ProgressReporter:
     def change_finished(self, outcome: Outcome) -> None:
         task = self._tasks[(outcome.cluster, outcome.pool)]
         if outcome.done:
-            label = f"[green]✓[/] {outcome.cluster}/{outcome.pool}: {_PAST[outcome.action]}"
+            label = f"[green]✓[/] {_where(outcome)}: {_PAST[outcome.action]}"
         else:
-            label = f"[red]✗[/] {outcome.cluster}/{outcome.pool}: {outcome.action} failed"
+            label = f"[red]✗[/] {_where(outcome)}: {outcome.action} failed"
         self.progress.update(task, description=label, completed=1)
+
+
+def _where(change: Change | Outcome) -> str:
+    """cluster/pool for a progress line, whose text rich reads as markup: escaped."""
+    return escape(f"{change.cluster}/{change.pool}")
 
 
 _ING = {"create": "creating", "update": "updating", "replace": "replacing", "delete": "deleting"}

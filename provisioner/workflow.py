@@ -18,7 +18,10 @@ class StalePlan(DriverError):
 
 def read_fleet(path: str) -> tuple[CompiledFleet, str]:
     """The compiled fleet and the text it came from (which a saved plan keeps)."""
-    text = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else None
+    try:  # once, whatever it is (a pipe from `<(...)` too): this text is compiled and saved
+        text: str | None = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = None  # compile_file reads it again and says what is wrong, naming the file
     compiled = compile_file(path, text)
     return compiled, text or ""
 

@@ -389,3 +389,37 @@ def test_a_damaged_saved_plan_file_is_refused_not_read_as_a_fleet(world: World, 
     refused = world.run("apply", str(saved), "--auto-approve")
     assert refused.exit_code == 1
     assert refused.stderr.startswith(f"error: {saved}: damaged saved plan: not valid UTF-8 JSON")
+
+
+def test_a_plan_saved_from_a_pipe_keeps_the_fleet_and_applies(world: World, tmp_path: Path):
+    read_end, write_end = os.pipe()
+    os.write(write_end, world.fleet.read_bytes())  # a fleet fits the pipe's buffer
+    os.close(write_end)
+    saved = tmp_path / "piped.plan"
+    try:
+        planned = world.run("plan", f"/dev/fd/{read_end}", "--out", str(saved))
+    finally:
+        os.close(read_end)
+    assert planned.exit_code == 0, planned.output
+    assert json.loads(saved.read_text())["fleet"]["text"] == world.fleet.read_text()
+    applied = world.run("apply", str(saved))
+    assert applied.exit_code == 0, applied.output
+    assert "Apply complete: 9 created" in applied.stdout
+
+
+def test_a_plan_that_cannot_be_saved_is_an_error_naming_the_path(world: World, tmp_path: Path):
+    out = tmp_path / "no-such-dir" / "fleet.plan"
+    result = world.run("plan", str(world.fleet), "--out", str(out))
+    assert result.exit_code == 1
+    assert result.stderr == f"error: cannot save the plan: {out}: No such file or directory\n"
+
+
+def test_a_lock_directory_that_cannot_be_made_fails_the_apply_naming_it(world: World, tmp_path: Path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    env = {"PROVISIONER_SANDBOX": str(world.sandbox.directory), "PROVISIONER_LOCK_DIR": str(blocker / "locks")}
+    result = world.runner.invoke(main, ["apply", str(world.fleet), "--auto-approve"], env=env)
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code == 1
+    assert f"azure/mig (create): cannot lock cluster azure: {blocker}/locks: Not a directory" in result.stdout
+    assert "Apply incomplete: 0 created" in result.stdout

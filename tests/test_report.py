@@ -1,0 +1,33 @@
+"""What commands print is read by rich as markup: values from the user or a cloud stay as they are."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from provisioner import report
+from provisioner.fleet import load
+from provisioner.observe import Observation
+from provisioner.pools import PoolState, Scaling
+from tests.conftest import EXAMPLES
+
+
+def test_the_pools_table_prints_cloud_values_with_brackets_as_they_are():
+    cluster = load(EXAMPLES / "fleet.yaml").clusters[0]
+    pool = PoolState(
+        name="x[/]y",
+        instance_type="[bold]Standard_NC4as_T4_v3[/bold]",
+        gpus_per_node=1,
+        mig_setting=None,
+        sharing=None,
+        spot=False,
+        disk_size_gb=None,
+        scaling=Scaling.fixed(1),
+        labels=(),
+        taints=(),
+        owned=False,
+    )
+    console = Console(record=True, width=200)
+    console.print(report.observations_table([Observation(cluster, (pool,))]))
+    text = console.export_text()
+    assert "x[/]y" in text
+    assert "[bold]Standard_NC4as_T4_v3[/bold]" in text
