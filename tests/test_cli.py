@@ -207,4 +207,5 @@ def test_render_out_dir_that_cannot_be_made_is_an_error_naming_it(tmp_path):
     blocker.write_text("", encoding="utf-8")
     result = run("render", "examples/fleet.yaml", "--out-dir", str(blocker / "out"))
     assert result.returncode == 1
-    assert result.stderr == f"error: cannot write the rendered files: {blocker}/out/azure-ml: Not a directory\n"
+    made = blocker / "out" / "azure-ml"
+    assert result.stderr == f"error: cannot write the rendered files: {made}: Not a directory\n"

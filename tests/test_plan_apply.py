@@ -417,7 +417,10 @@ def test_a_plan_that_cannot_be_saved_is_an_error_naming_the_path(world: World, t
 def test_a_lock_directory_that_cannot_be_made_fails_the_apply_naming_it(world: World, tmp_path: Path):
     blocker = tmp_path / "a-file"
     blocker.write_text("", encoding="utf-8")
-    env = {"PROVISIONER_SANDBOX": str(world.sandbox.directory), "PROVISIONER_LOCK_DIR": str(blocker / "locks")}
+    env = {
+        "PROVISIONER_SANDBOX": str(world.sandbox.directory),
+        "PROVISIONER_LOCK_DIR": str(blocker / "locks"),
+    }
     result = world.runner.invoke(main, ["apply", str(world.fleet), "--auto-approve"], env=env)
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert result.exit_code == 1
