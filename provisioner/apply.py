@@ -14,7 +14,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from provisioner.drivers import OPERATION_TIMEOUT, Driver, DriverError, NotFound, wait_until
+from provisioner.drivers import (
+    OPERATION_TIMEOUT,
+    OUTAGE_WINDOW,
+    Driver,
+    DriverError,
+    NotFound,
+    Patience,
+    Unreachable,
+    patient,
+    wait_until,
+)
 from provisioner.fleet import Cluster
 from provisioner.locks import FileLocks
 from provisioner.observe import Drivers
@@ -33,6 +43,7 @@ class Outcome:
     done: bool
     message: str = ""
     seconds: float = 0.0
+    unreachable: bool = False  # the cloud stayed unreachable past the outage window
 
 
 @dataclass
@@ -81,6 +92,7 @@ class Applier:
     policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(attempts=12))
     operation_timeout: float = OPERATION_TIMEOUT
     reporter: Reporter = field(default_factory=SilentReporter)
+    outage_window: float = OUTAGE_WINDOW  # an unreachable cloud is given up on after this long
 
     def run(self, plan: Plan) -> ApplyResult:
         work = [c for c in plan.clusters if c.changes]
@@ -97,11 +109,34 @@ class Applier:
         cluster = planned.cluster
         driver = self.drivers(cluster.cloud)
         try:
-            with self.locks.hold(cluster.target, self.lock_timeout, f"cluster {cluster.name}"):
+            with (
+                self.locks.hold(cluster.target, self.lock_timeout, f"cluster {cluster.name}"),
+                patient(Patience(self.outage_window, self._cluster_retrying(cluster.name))),
+            ):
                 self._settle(driver, cluster, planned)
-                return [self._carry_out(driver, cluster, change) for change in planned.changes]
+                outcomes: list[Outcome] = []
+                for change in planned.changes:
+                    gone = next((o for o in outcomes if o.unreachable), None)
+                    if gone is not None:  # a cloud given up on is not waited out again per change
+                        message = f"not attempted: {cluster.name} is unreachable"
+                        outcomes.append(Outcome(cluster.name, change.pool, change.action, False, message))
+                    else:
+                        outcomes.append(self._carry_out(driver, cluster, change))
+                return outcomes
         except DriverError as error:  # the lock, the settling or the staleness check
             return [Outcome(cluster.name, c.pool, c.action, False, str(error)) for c in planned.changes]
+
+    def _cluster_retrying(self, cluster: str) -> Callable[[DriverError, float], None]:
+        """Retries before any change starts (settling), told once per reason, not once per poll."""
+        told: list[str] = []
+
+        def report(error: DriverError, delay: float) -> None:
+            if told != [type(error).__name__]:
+                told[:] = [type(error).__name__]
+                words = " ".join(str(error).split())[:160]
+                self.reporter.cluster_waiting(cluster, f"retrying: {type(error).__name__}: {words}")
+
+        return report
 
     def _settle(self, driver: Driver, cluster: Cluster, planned: ClusterPlan) -> None:
         """Wait for operations still running in the cluster, then refuse if it changed since the plan."""
@@ -130,26 +165,36 @@ class Applier:
             "delete": lambda: self._delete(driver, cluster, change.pool),
         }
         try:
-            self._retrying(change, steps[change.action])
+            with patient(Patience(self.outage_window, self._change_retrying(change))):
+                self._retrying(change, steps[change.action])
         except DriverError as error:
             outcome = Outcome(
-                cluster.name, change.pool, change.action, False, str(error), time.monotonic() - started
+                cluster.name,
+                change.pool,
+                change.action,
+                False,
+                str(error),
+                time.monotonic() - started,
+                unreachable=isinstance(error, Unreachable),
             )
         else:
             outcome = Outcome(cluster.name, change.pool, change.action, True, "", time.monotonic() - started)
         self.reporter.change_finished(outcome)
         return outcome
 
+    def _change_retrying(self, change: Change) -> Callable[[DriverError, float], None]:
+        return lambda error, delay: self.reporter.change_retrying(change, error, delay)
+
     def _retrying(self, change: Change, step: Callable[[], object]) -> object:
-        return self.policy.call(
-            step, on_retry=lambda error, delay: self.reporter.change_retrying(change, error, delay)
-        )
+        return self.policy.call(step, on_retry=self._change_retrying(change))
 
     def _create(self, driver: Driver, cluster: Cluster, change: Change) -> None:
         """Create, or, where an earlier attempt's request did reach the cloud, wait for that pool."""
         assert change.desired is not None
         try:
             driver.create_pool(cluster, change.desired)
+        except Unreachable:
+            raise  # given up on already: looking for the pool would wait the outage out again
         except DriverError:
             existing = {p.name: p for p in driver.list_pools(cluster)}.get(change.pool)
             if existing is None or not existing.owned:

@@ -339,6 +339,18 @@ def _lock_timeout_option(command):
     )(command)
 
 
+def _outage_timeout_option(command):
+    return click.option(
+        "--outage-timeout",
+        default=180.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        metavar="SECONDS",
+        help="Give up on a cloud that stays unreachable (no answer, 5xx) this long; "
+        "throttling and busy clusters are waited out longer.",
+    )(command)
+
+
 def _catalog_option(command):
     return click.option(
         "--catalog",
@@ -357,22 +369,30 @@ class _Carry:
     sandbox: Path | None
     lock_timeout: float
     catalog_url: str | None  # where given, the clusters apply touched are synced into it
+    outage_timeout: float = 180.0
 
 
 @main.command()
 @click.argument("target", metavar="FLEET|PLANFILE")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @_lock_timeout_option
+@_outage_timeout_option
 @_catalog_option
 @_sandbox_option
 @click.pass_obj
 def apply(
-    sandbox: Path | None, target: str, *, auto_approve: bool, lock_timeout: float, catalog_url: str | None
+    sandbox: Path | None,
+    target: str,
+    *,
+    auto_approve: bool,
+    lock_timeout: float,
+    outage_timeout: float,
+    catalog_url: str | None,
 ) -> None:
     """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale)."""
     from provisioner import planfile
 
-    carry = _Carry(sandbox, lock_timeout, catalog_url)
+    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout)
     try:
         saved = planfile.load(Path(target))
     except (planfile.NotAPlan, OSError):
@@ -393,16 +413,22 @@ def apply(
 @click.argument("fleet")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @_lock_timeout_option
+@_outage_timeout_option
 @_catalog_option
 @_sandbox_option
 @click.pass_obj
 def destroy(
-    sandbox: Path | None, fleet: str, *, auto_approve: bool, lock_timeout: float, catalog_url: str | None
+    sandbox: Path | None,
+    fleet: str,
+    *,
+    auto_approve: bool,
+    lock_timeout: float,
+    outage_timeout: float,
+    catalog_url: str | None,
 ) -> None:
     """Delete every pool provisioner owns in the fleet's clusters (others are never touched)."""
-    _plan_and_carry_out(
-        _Carry(sandbox, lock_timeout, catalog_url), fleet, destroy=True, auto_approve=auto_approve
-    )
+    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout)
+    _plan_and_carry_out(carry, fleet, destroy=True, auto_approve=auto_approve)
 
 
 def _plan_and_carry_out(carry: _Carry, fleet: str, destroy: bool, auto_approve: bool) -> None:
@@ -445,7 +471,10 @@ def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
     drivers = _drivers(carry.sandbox)
     with report.ProgressReporter(out) as reporter:
         locks = FileLocks(default_directory(carry.sandbox))
-        result = Applier(drivers, locks, carry.lock_timeout, reporter=reporter).run(made)
+        applier = Applier(
+            drivers, locks, carry.lock_timeout, reporter=reporter, outage_window=carry.outage_timeout
+        )
+        result = applier.run(made)
     out.print(report.apply_summary(result), end="")
     if carry.catalog_url:
         from provisioner.catalog.sync import sync as sync_clusters

@@ -179,8 +179,8 @@ class ProgressReporter:
 
     def change_retrying(self, change: Change, error: DriverError, delay: float) -> None:
         task = self._tasks[(change.cluster, change.pool)]
-        why = type(error).__name__
-        label = f"{change.cluster}/{change.pool}: {_ING[change.action]} (retry in {delay:.1f} s: {why})"
+        why = escape(retry_reason(error))
+        label = f"{_where(change)}: {_ING[change.action]} [yellow](retrying in {delay:.1f} s: {why})[/]"
         self.progress.update(task, description=label)
 
     def change_finished(self, outcome: Outcome) -> None:
@@ -190,6 +190,20 @@ class ProgressReporter:
         else:
             label = f"[red]✗[/] {_where(outcome)}: {outcome.action} failed"
         self.progress.update(task, description=label, completed=1)
+
+
+_RETRIED = {
+    "Unavailable": "cloud unreachable or failing",
+    "Throttled": "throttled",
+    "Busy": "another operation runs on the cluster",
+}
+
+
+def retry_reason(error: DriverError, limit: int = 160) -> str:
+    """What is retried and why, on one line: the kind of wait, then the cloud's own words."""
+    words = " ".join(str(error).split())
+    words = words if len(words) <= limit else words[: limit - 1] + "…"
+    return f"{_RETRIED.get(type(error).__name__, type(error).__name__)}: {words}"
 
 
 def _where(change: Change | Outcome) -> str:

@@ -426,3 +426,67 @@ def test_a_lock_directory_that_cannot_be_made_fails_the_apply_naming_it(world: W
     assert result.exit_code == 1
     assert f"azure/mig (create): cannot lock cluster azure: {blocker}/locks: Not a directory" in result.stdout
     assert "Apply incomplete: 0 created" in result.stdout
+
+
+def test_an_apply_whose_cloud_goes_away_gives_up_after_the_outage_window(tmp_path: Path):
+    """The emulators stop mid-apply, in real processes: apply ends with its summary and the reason,
+    after the outage window (2 s here), not the half-hour operation timeout."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(fleet_text(uuid.uuid4().hex[:8]), encoding="utf-8")
+    directory = tmp_path / "sandbox"
+    provisioner = [sys.executable, "-m", "provisioner"]
+    server = subprocess.Popen(
+        [
+            *provisioner,
+            "sandbox",
+            "serve",
+            "--dir",
+            str(directory),
+            "--seed",
+            str(fleet),
+            "--op-seconds",
+            "30",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    apply = None
+    try:
+        deadline = time.monotonic() + 30
+        while not (directory / "endpoints.json").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        gcp = compile_file(fleet).cluster("gcp").cluster
+        driver = connect("gke", directory)
+        env = {**os.environ, "PROVISIONER_SANDBOX": str(directory)}
+        apply = subprocess.Popen(
+            [*provisioner, "apply", str(fleet), "--auto-approve", "--outage-timeout", "2"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        while not any(p.status == "changing" for p in driver.list_pools(gcp)):
+            assert time.monotonic() < deadline, "apply never started an operation"
+            time.sleep(0.05)
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+        stdout, stderr = apply.communicate(timeout=300)  # the failure signal: it never ends
+    finally:
+        for process in (apply, server):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+    assert apply.returncode == 1, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    summary = stdout[stdout.index("Apply incomplete: 0 created") :]
+    assert "9 not done:" in summary
+    assert "gcp/mig (create): creating node pool mig: gave up: unreachable for " in summary
+    assert "past the outage window of 2 s (apply --outage-timeout): GKE API unreachable" in summary
+    assert "gcp/shared (create): not attempted: gcp is unreachable" in summary
+    assert summary.endswith("Run apply again to finish: it picks up where this one stopped.\n")

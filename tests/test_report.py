@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.text import Text
 
 from provisioner import report
 from provisioner.fleet import load
@@ -31,3 +32,24 @@ def test_the_pools_table_prints_cloud_values_with_brackets_as_they_are():
     text = console.export_text()
     assert "x[/]y" in text
     assert "[bold]Standard_NC4as_T4_v3[/bold]" in text
+
+
+def test_a_progress_line_says_what_is_retried_and_why():
+    from provisioner.drivers import Throttled, Unavailable
+    from provisioner.plan import Change
+
+    console = Console(record=True, width=200)
+    with report.ProgressReporter(console) as progress:
+        change = Change("gcp", "mig[/]", "create")
+        progress.change_started(change)
+        progress.change_retrying(change, Unavailable("GKE API unreachable:\n ConnectionError"), 1.5)
+        unavailable = progress.progress.tasks[0].description
+        progress.change_retrying(change, Throttled("Quota exceeded for [reads]", retry_after=4), 4.0)
+        throttled = progress.progress.tasks[0].description
+    assert Text.from_markup(unavailable).plain == (
+        "gcp/mig[/]: creating (retrying in 1.5 s: cloud unreachable or failing: "
+        "GKE API unreachable: ConnectionError)"
+    )
+    assert Text.from_markup(throttled).plain == (
+        "gcp/mig[/]: creating (retrying in 4.0 s: throttled: Quota exceeded for [reads])"
+    )

@@ -6,11 +6,13 @@ errors below, and returns PoolStates; nothing of the SDK leaves the module.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -59,6 +61,10 @@ class OperationTimeout(DriverError):
     pass
 
 
+class Unreachable(DriverError):
+    """The endpoint stayed unreachable (no answer, or 5xx) for longer than the outage window."""
+
+
 class OperationFailed(DriverError):
     """The cloud accepted the request, then its long-running operation failed."""
 
@@ -84,6 +90,67 @@ TAINT_EFFECTS_BY_CONSTANT = {constant: effect for effect, constant in TAINT_EFFE
 
 # How long a pool operation may take before OperationTimeout: GPU pools take minutes on real clouds.
 OPERATION_TIMEOUT = 1800.0
+# How long an endpoint may stay unreachable (refused, reset, 5xx) before a wait or a retry gives up
+# with Unreachable (`apply --outage-timeout`). Throttling and busy clusters are answers, not outages:
+# they keep the operation timeout's and the retry policy's longer patience.
+OUTAGE_WINDOW = 180.0
+
+
+@dataclass(frozen=True)
+class Patience:
+    """This thread's outage window, and who hears of each retry (apply's progress line)."""
+
+    outage_window: float = OUTAGE_WINDOW
+    on_retry: Callable[[DriverError, float], None] | None = None
+
+
+# Per thread, so the waits inside a driver (which knows nothing of apply) report to the cluster's
+# own progress line and keep apply's window: apply works each cluster in one thread.
+_patience = threading.local()
+
+
+def patience() -> Patience:
+    return getattr(_patience, "value", None) or Patience()
+
+
+@contextlib.contextmanager
+def patient(value: Patience) -> Iterator[None]:
+    """Waits and retries in this thread use `value` until the block ends."""
+    previous = getattr(_patience, "value", None)
+    _patience.value = value
+    try:
+        yield
+    finally:
+        _patience.value = previous
+
+
+class Outage:
+    """A streak of Unavailable answers; Unreachable once it outlasts this thread's outage window."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.since: float | None = None
+
+    def failed(self, error: DriverError, what: str = "") -> None:
+        if not isinstance(error, Unavailable):
+            self.since = None  # throttled or busy: the endpoint answers
+            return
+        now = self.clock()
+        self.since = now if self.since is None else self.since
+        window = patience().outage_window
+        if now - self.since >= window:
+            raise Unreachable(
+                f"{what + ': ' if what else ''}gave up: unreachable for {now - self.since:.0f} s, "
+                f"past the outage window of {window:g} s (apply --outage-timeout): {error}"
+            ) from error
+
+    def answered(self) -> None:
+        self.since = None
+
+    def remaining(self) -> float:
+        """Seconds left of the window in this streak (the whole window where none is running)."""
+        window = patience().outage_window
+        return window if self.since is None else max(0.0, window - (self.clock() - self.since))
 
 
 class Driver(Protocol):
@@ -133,16 +200,23 @@ def wait_until(
     """Call `done` until it returns a value other than None, or raise OperationTimeout.
 
     A transient error while polling (throttled, unavailable) is not the operation's outcome: the
-    poll is repeated, no sooner than the cloud's Retry-After.
+    poll is repeated, no sooner than the cloud's Retry-After, and reported to this thread's
+    Patience; an endpoint unreachable for longer than its outage window raises Unreachable.
     """
     deadline = clock() + timeout
+    outage = Outage(clock)
     for interval in poll_intervals():
         wait = interval
         try:
             result = done()
         except (Throttled, Unavailable) as exc:
+            outage.failed(exc, what)
             result = None
             wait = max(interval, getattr(exc, "retry_after", None) or 0.0)
+            if (report := patience().on_retry) is not None:
+                report(exc, wait)
+        else:
+            outage.answered()
         if result is not None:
             return result
         remaining = deadline - clock()

@@ -273,7 +273,12 @@ def _adaptive_polling(options: dict[str, Any]) -> Any:
 
 @contextlib.contextmanager
 def _sdk_errors(what: str = "") -> Iterator[None]:
-    from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ServiceRequestError
+    from azure.core.exceptions import (
+        ClientAuthenticationError,
+        HttpResponseError,
+        ServiceRequestError,
+        ServiceResponseError,
+    )
 
     try:
         yield
@@ -284,7 +289,7 @@ def _sdk_errors(what: str = "") -> Iterator[None]:
         ) from None
     except HttpResponseError as exc:
         raise _driver_error(exc, what) from None
-    except ServiceRequestError as exc:  # no answer at all: refused, reset, timed out
+    except (ServiceRequestError, ServiceResponseError) as exc:  # no answer: refused, reset, timed out
         raise Unavailable(f"ARM unreachable: {exc.message}") from None
 
 
