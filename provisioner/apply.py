@@ -26,7 +26,7 @@ from provisioner.drivers import (
     wait_until,
 )
 from provisioner.fleet import Cluster
-from provisioner.locks import FileLocks
+from provisioner.locks import Locks
 from provisioner.observe import Drivers
 from provisioner.plan import Change, ClusterPlan, Plan, fingerprint
 from provisioner.pools import PoolState
@@ -87,7 +87,7 @@ class SilentReporter:
 @dataclass
 class Applier:
     drivers: Drivers
-    locks: FileLocks
+    locks: Locks
     lock_timeout: float = 300.0
     policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(attempts=12))
     operation_timeout: float = OPERATION_TIMEOUT

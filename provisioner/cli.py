@@ -351,6 +351,16 @@ def _outage_timeout_option(command):
     )(command)
 
 
+def _lock_url_option(command):
+    return click.option(
+        "--lock-url",
+        metavar="URL",
+        envvar="PROVISIONER_LOCK_URL",
+        help="PostgreSQL whose advisory locks every machine's applies share [env PROVISIONER_LOCK_URL; "
+        "default: the catalog's where it is PostgreSQL, else lock files on this machine].",
+    )(command)
+
+
 def _catalog_option(command):
     return click.option(
         "--catalog",
@@ -370,12 +380,14 @@ class _Carry:
     lock_timeout: float
     catalog_url: str | None  # where given, the clusters apply touched are synced into it
     outage_timeout: float = 180.0
+    lock_url: str | None = None  # PostgreSQL for locks shared across machines
 
 
 @main.command()
 @click.argument("target", metavar="FLEET|PLANFILE")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @_lock_timeout_option
+@_lock_url_option
 @_outage_timeout_option
 @_catalog_option
 @_sandbox_option
@@ -386,13 +398,14 @@ def apply(
     *,
     auto_approve: bool,
     lock_timeout: float,
+    lock_url: str | None,
     outage_timeout: float,
     catalog_url: str | None,
 ) -> None:
     """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale)."""
     from provisioner import planfile
 
-    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout)
+    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
     try:
         saved = planfile.load(Path(target))
     except (planfile.NotAPlan, OSError):
@@ -413,6 +426,7 @@ def apply(
 @click.argument("fleet")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @_lock_timeout_option
+@_lock_url_option
 @_outage_timeout_option
 @_catalog_option
 @_sandbox_option
@@ -423,11 +437,12 @@ def destroy(
     *,
     auto_approve: bool,
     lock_timeout: float,
+    lock_url: str | None,
     outage_timeout: float,
     catalog_url: str | None,
 ) -> None:
     """Delete every pool provisioner owns in the fleet's clusters (others are never touched)."""
-    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout)
+    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
     _plan_and_carry_out(carry, fleet, destroy=True, auto_approve=auto_approve)
 
 
@@ -463,14 +478,14 @@ def _plan_and_carry_out(carry: _Carry, fleet: str, destroy: bool, auto_approve: 
 def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
     from provisioner import report
     from provisioner.apply import Applier
-    from provisioner.locks import FileLocks, default_directory
+    from provisioner.locks import cluster_locks
 
     if not made.changes:
         out.print(report.plan_text(made), end="")
         return
     drivers = _drivers(carry.sandbox)
     with report.ProgressReporter(out) as reporter:
-        locks = FileLocks(default_directory(carry.sandbox))
+        locks = cluster_locks(carry.sandbox, carry.catalog_url, carry.lock_url)
         applier = Applier(
             drivers, locks, carry.lock_timeout, reporter=reporter, outage_window=carry.outage_timeout
         )
