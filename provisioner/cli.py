@@ -31,6 +31,7 @@ class _Group(click.Group):
     """Turns FleetError into its listed diagnostics and exit status 1, never a traceback."""
 
     def invoke(self, ctx: click.Context):
+        from provisioner.catalog.url import CatalogError  # no SQLAlchemy behind this import
         from provisioner.drivers import DriverError  # no SDK behind this import
 
         try:
@@ -38,7 +39,7 @@ class _Group(click.Group):
         except FleetError as exc:
             _print_diagnostics(exc.diagnostics)
             ctx.exit(1)
-        except DriverError as exc:
+        except (DriverError, CatalogError) as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
 
@@ -480,6 +481,8 @@ def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
     from provisioner.apply import Applier
     from provisioner.locks import cluster_locks
 
+    # Opened (and migrated) before any cloud is changed: a catalog that cannot be used refuses the apply.
+    store = _store(carry.sandbox, carry.catalog_url) if carry.catalog_url else None
     if not made.changes:
         out.print(report.plan_text(made), end="")
         return
@@ -491,13 +494,19 @@ def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
         )
         result = applier.run(made)
     out.print(report.apply_summary(result), end="")
-    if carry.catalog_url:
+    if store is not None:
         from provisioner.catalog.sync import sync as sync_clusters
 
         touched = {o.cluster for o in result.outcomes}
         changed = [c for c in compiled.clusters if c.cluster.name in touched]
-        recorded = sync_clusters(changed, drivers, _store(carry.sandbox, carry.catalog_url))
+        recorded = sync_clusters(changed, drivers, store)
         out.print(f"Catalog: recorded {_count(len(recorded.written), 'changed cluster')}.")
+        for name, error in recorded.failed.items():
+            click.echo(
+                f"error: catalog: {name} not recorded: {error}; `provisioner sync` records it", err=True
+            )
+        if recorded.failed:
+            sys.exit(1)
     if not result.ok:
         sys.exit(1)
 
@@ -540,6 +549,7 @@ def sync(
 ) -> None:
     """Observe every cluster at once and write what it holds into the catalog."""
     from provisioner.catalog import sync as syncing
+    from provisioner.catalog.url import redacted
     from provisioner.catalog.views import drift_lines
     from provisioner.workflow import read_fleet
 
@@ -564,7 +574,7 @@ def sync(
         }
         click.echo(json.dumps(document, indent=2))
     else:
-        where = store.engine.url.render_as_string(hide_password=True)
+        where = redacted(store.url)
         synced = f"{_count(len(report.written), 'cluster')} ({_count(report.pools, 'pool')})"
         out.print(
             f"Synced {synced} into {where}" + (f", {len(found)} found by --discover" if discover else "")
@@ -578,6 +588,9 @@ def sync(
     if report.failed or discovery_errors:
         failed = ", ".join([*report.failed, *discovery_errors])
         click.echo(f"sync failed for: {failed}", err=True)
+    for name, conflict in report.conflicts:
+        click.echo(f"error: {name}: {conflict}", err=True)
+    if report.failed or discovery_errors or report.conflicts:
         sys.exit(1)
 
 

@@ -29,7 +29,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from provisioner.pools import TAINT_EFFECTS, Scaling, Taint
-from provisioner.source import Diagnostic, FleetError, Loc, SourceDocument
+from provisioner.source import Diagnostic, FleetError, Loc, SourceDocument, cut, shown
 
 Sharing = Literal["exclusive", "time-slicing", "mps"]
 
@@ -40,7 +40,9 @@ def _matching(regex: str, what: str) -> Any:
 
     def check(value: str) -> str:
         if not compiled.fullmatch(value):
-            raise PydanticCustomError("format", "{value} is not {what}", {"value": repr(value), "what": what})
+            raise PydanticCustomError(
+                "format", "{value} is not {what}", {"value": shown(value), "what": what}
+            )
         return value
 
     return Annotated[str, AfterValidator(check), Field(json_schema_extra={"pattern": regex})]
@@ -48,10 +50,15 @@ def _matching(regex: str, what: str) -> Any:
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 _LABEL_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
-_LABEL_KEY = rf"({_DNS_LABEL}(\.{_DNS_LABEL})*/)?{_LABEL_NAME}"
+# The prefix is a DNS subdomain: at most 253 characters (the lookahead), then "/".
+_LABEL_KEY = rf"((?=[^/]{{1,253}}/){_DNS_LABEL}(\.{_DNS_LABEL})*/)?{_LABEL_NAME}"
 _LABEL_VALUE = rf"{_LABEL_NAME}?"
 
-LabelKey = _matching(_LABEL_KEY, "a Kubernetes label key ([prefix/]name, name at most 63 characters)")
+LabelKey = _matching(
+    _LABEL_KEY,
+    "a Kubernetes label key ([prefix/]name: prefix a DNS subdomain of at most 253 characters, "
+    "name at most 63)",
+)
 LabelValue = _matching(_LABEL_VALUE, "a Kubernetes label value (at most 63 letters, digits, -, _ or .)")
 ClusterName = _matching(_DNS_LABEL, "a name of lowercase letters, digits and hyphens (at most 63)")
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -69,13 +76,17 @@ def _parse_taint(value: Any) -> Any:
         raise PydanticCustomError(
             "taint",
             "{value} is not a taint; write key=value:Effect, e.g. dedicated=ml:NoSchedule",
-            {"value": repr(value)},
+            {"value": shown(value)},
         )
     if match["effect"] not in TAINT_EFFECTS:
         raise PydanticCustomError(
             "taint",
             "{value} has effect {effect}; allowed: {allowed}",
-            {"value": repr(value), "effect": match["effect"], "allowed": ", ".join(TAINT_EFFECTS)},
+            {
+                "value": shown(value),
+                "effect": cut(match["effect"]),
+                "allowed": ", ".join(TAINT_EFFECTS),
+            },
         )
     return Taint(match["key"], match["value"] or "", match["effect"])
 
@@ -171,6 +182,13 @@ class _ClusterSpec(Spec):
 
 class AksCluster(_ClusterSpec):
     cloud: Literal["aks"]
+    # Every identifier here goes into the ARM resource path .../resourceGroups/{g}/.../managedClusters/{c}.
+    # managedClusters resourceName: 1-63, ^[a-zA-Z0-9]$|^[a-zA-Z0-9][-_a-zA-Z0-9]{0,61}[a-zA-Z0-9]$
+    # (azure-rest-api-specs managedClusters.json; the SDK's URL serializer checks the same).
+    cluster: _matching(
+        r"[a-zA-Z0-9]([-_a-zA-Z0-9]{0,61}[a-zA-Z0-9])?",
+        "an AKS cluster name (1-63 letters, digits, - and _, starting and ending with a letter or digit)",
+    )
     subscription: _matching(
         r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", "a subscription ID (a UUID)"
     )
@@ -188,6 +206,14 @@ class AksCluster(_ClusterSpec):
 
 class GkeCluster(_ClusterSpec):
     cloud: Literal["gke"]
+    # projects/{project}/locations/{location}/clusters/{cluster}: GKE cluster names start with a
+    # lowercase letter, then lowercase letters, digits and hyphens, not ending with a hyphen, at
+    # most 40 characters (Cloud console and gcloud's rule for `clusters create`).
+    cluster: _matching(
+        r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?",
+        "a GKE cluster name (1-40 lowercase letters, digits and hyphens, starting with a letter, "
+        "not ending with a hyphen)",
+    )
     project: _matching(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", "a Google Cloud project ID")
     location: _matching(r"[a-z]+-[a-z]+\d+(-[a-z])?", "a region or zone, e.g. us-central1 or us-central1-a")
 
@@ -202,6 +228,12 @@ class GkeCluster(_ClusterSpec):
 
 class EksCluster(_ClusterSpec):
     cloud: Literal["eks"]
+    # /clusters/{name}/node-groups: botocore eks 2017-11-01 service-2.json, shape ClusterName:
+    # min 1, max 100, pattern ^[0-9A-Za-z][A-Za-z0-9\-_]* (the CreateCluster API reference says so too).
+    cluster: _matching(
+        r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}",
+        "an EKS cluster name (1-100 letters, digits, - and _, starting with a letter or digit)",
+    )
     region: _matching(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+", "an AWS region, e.g. us-east-1")
     node_role: _matching(r"arn:aws[-a-z]*:iam::\d{12}:role/[\w+=,.@/-]+", "an IAM role ARN")
     subnets: Annotated[
@@ -320,7 +352,10 @@ def _duplicates(data: Any, fleet: Fleet) -> list[tuple[Loc, str]]:
             continue  # reported as a structural problem already
         if name in cluster_names:
             problems.append(
-                (("clusters", ci, "name"), f"duplicate cluster name {name!r}; names are unique in a fleet")
+                (
+                    ("clusters", ci, "name"),
+                    f"duplicate cluster name {shown(name)}; names are unique in a fleet",
+                )
             )
         cluster_names.add(name)
         pool_names: set[str] = set()
@@ -332,7 +367,7 @@ def _duplicates(data: Any, fleet: Fleet) -> list[tuple[Loc, str]]:
                 problems.append(
                     (
                         ("clusters", ci, "pools", pi, "name"),
-                        f"duplicate pool name {pool_name!r} in this cluster",
+                        f"duplicate pool name {shown(pool_name)} in this cluster",
                     )
                 )
             pool_names.add(pool_name)
@@ -359,8 +394,8 @@ def _diagnostic(doc: SourceDocument, error: ErrorDetails) -> Diagnostic:
     loc, kind, ctx = tuple(error["loc"]), error["type"], error.get("ctx") or {}
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         tag = ctx.get("tag")
-        shown = f"{tag!r} is not a supported cloud; " if tag is not None else "is required; "
-        return doc.diagnostic((*loc, "cloud"), f"{shown}one of: {', '.join(CLOUDS)}")
+        given = f"{shown(tag)} is not a supported cloud; " if tag is not None else "is required; "
+        return doc.diagnostic((*loc, "cloud"), f"{given}one of: {', '.join(CLOUDS)}")
     # The cluster union puts its tag after the cluster's index: ('clusters', 0, 'aks', ...).
     in_file = loc[:2] + loc[3:] if len(loc) > 2 and loc[0] == "clusters" else loc
     return doc.diagnostic(in_file, _message(loc, kind, error))
@@ -370,18 +405,18 @@ def _message(loc: Loc, kind: str, error: ErrorDetails) -> str:
     ctx, value = error.get("ctx") or {}, error.get("input")
     if kind == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1])
-        hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = difflib.get_close_matches(str(loc[-1])[:100], allowed, n=1)
         did_you_mean = f"did you mean {hint[0]}? " if hint else ""
         return f"unknown field; {did_you_mean}allowed: {', '.join(allowed)}"
     if kind == "missing":
         return "is required"
     if kind == "literal_error":
         expected = ctx.get("expected", "").replace("'", "").replace(" or ", ", ")
-        return f"{value!r} is not allowed; one of: {expected}"
+        return f"{shown(value)} is not allowed; one of: {expected}"
     if kind.startswith("too_short") and isinstance(value, list | dict):
         return "must not be empty"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
-        return f"must be a mapping (got {value!r})"
+        return f"must be a mapping (got {shown(value)})"
     message = error["msg"]
     for generic, plain in (
         ("Input should be", "must be"),
@@ -392,7 +427,7 @@ def _message(loc: Loc, kind: str, error: ErrorDetails) -> str:
         message = message.replace(generic, plain)
     bound = kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than")
     if bound or (kind.endswith("_type") and not isinstance(value, dict | list)):
-        message += f" (got {value!r})"
+        message += f" (got {shown(value)})"
     return message
 
 

@@ -137,7 +137,7 @@ class PostgresLocks:
             try:
                 self._take(connection, key, lock_id, timeout, what)
             except SQLAlchemyError as exc:
-                raise LockUnusable(f"cannot lock {what} in PostgreSQL: {_first_line(exc)}") from None
+                raise self._unusable(what, exc) from None
             try:
                 yield
             finally:
@@ -187,8 +187,17 @@ class PostgresLocks:
             finally:
                 connection.execute(text("SELECT pg_advisory_unlock(:id)"), {"id": _DDL_LOCK})
         except (SQLAlchemyError, ValueError) as exc:
-            raise LockUnusable(f"cannot lock {what} in PostgreSQL: {_first_line(exc)}") from None
+            raise self._unusable(what, exc) from None
         return connection
+
+    def _unusable(self, what: str, exc: Exception) -> LockUnusable:
+        """The failure in one line, naming the server without any password or token of its URL."""
+        from provisioner.catalog.url import HIDDEN, redacted, secrets_of
+
+        reason = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+        for secret in secrets_of(self.url):
+            reason = reason.replace(secret, HIDDEN)
+        return LockUnusable(f"cannot lock {what} in PostgreSQL {redacted(self.url)}: {reason}")
 
     def _holder(self, connection: Any, lock_id: int) -> str:
         from sqlalchemy import text
@@ -203,10 +212,6 @@ class PostgresLocks:
 
 # The advisory lock that serialises making the holders table (an arbitrary fixed 64-bit number).
 _DDL_LOCK = PostgresLocks.lock_id(("provisioner", "lock-holders-table"))
-
-
-def _first_line(exc: Exception) -> str:
-    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _me() -> dict[str, object]:

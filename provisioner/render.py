@@ -10,11 +10,14 @@ from typing import Any
 import jinja2
 from ruamel.yaml import YAML
 
+from provisioner import hardware
+from provisioner.pools import Taint
 from provisioner.sharing import (
     DEFAULT_CONFIG_KEY,
     CompiledCluster,
     CompiledFleet,
     default_device_plugin_config,
+    desired_state,
 )
 
 NAMESPACE = "gpu-operator"
@@ -50,12 +53,59 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+# The chart's own tolerations (values.yaml at the version hardware/clouds.yaml pins). Helm replaces
+# a list rather than merging it, so a rendered list must repeat them.
+CHART_DAEMONSET_TOLERATIONS: tuple[dict[str, str], ...] = (
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
+CHART_NFD_WORKER_TOLERATIONS: tuple[dict[str, str], ...] = (
+    {
+        "key": "node-role.kubernetes.io/control-plane",
+        "operator": "Equal",
+        "value": "",
+        "effect": "NoSchedule",
+    },
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
+
+
+def pool_taints(compiled: CompiledCluster) -> list[Taint]:
+    """Every taint the cluster's GPU pools' nodes carry: the fleet's, and what the cloud adds to
+    Spot pools (AKS), in pool order without repeats."""
+    taints: dict[Taint, None] = {}
+    for pool in compiled.pools:
+        state = desired_state(pool)
+        taints.update(dict.fromkeys(state.taints))
+        if state.spot:
+            taints.update(dict.fromkeys(compiled.cloud.spot_taints))
+    return list(taints)
+
+
+def _tolerating(defaults: tuple[dict[str, str], ...], taints: list[Taint]) -> list[dict[str, str]]:
+    """`defaults` plus a toleration of any value for each taint's key and effect they lack."""
+    tolerations = [dict(t) for t in defaults]
+    for taint in taints:
+        toleration = {"key": taint.key, "operator": "Exists", "effect": taint.effect}
+        if toleration not in tolerations:
+            tolerations.append(toleration)
+    return tolerations
+
+
 def gpu_operator_values(compiled: CompiledCluster) -> dict[str, Any]:
     values: dict[str, Any] = {
         "mig": {"strategy": "single"},
         "devicePlugin": {"config": {"name": CONFIG_MAP, "create": False, "default": DEFAULT_CONFIG_KEY}},
     }
     values.update(compiled.cloud.gpu_operator_values)
+    # The device plugin, feature discovery and MIG manager must run on every GPU node, whatever
+    # its taints; by default they tolerate only nvidia.com/gpu, and a node they skip has no GPUs.
+    taints = pool_taints(compiled)
+    daemonsets = _tolerating(CHART_DAEMONSET_TOLERATIONS, taints)
+    if len(daemonsets) > len(CHART_DAEMONSET_TOLERATIONS):
+        values["daemonsets"] = {"tolerations": daemonsets}
+        values["node-feature-discovery"] = {
+            "worker": {"tolerations": _tolerating(CHART_NFD_WORKER_TOLERATIONS, taints)}
+        }
     return values
 
 
@@ -76,6 +126,7 @@ def render_cluster(compiled: CompiledCluster) -> RenderedCluster:
         "default_key": DEFAULT_CONFIG_KEY,
         "configs": configs,
         "values": gpu_operator_values(compiled),
+        "chart": hardware.load().gpu_operator_chart,
     }
     files = {
         filename: env.get_template(f"{filename}.j2").render(context)

@@ -13,21 +13,25 @@ from rich.table import Table
 from rich.text import Text
 
 from provisioner.apply import ApplyResult, Outcome
+from provisioner.capacity import Capacity, capacity
 from provisioner.drivers import DriverError
 from provisioner.observe import Observation
 from provisioner.plan import Change, Plan, value_json
 from provisioner.pools import PoolState
 
 
-def pool_json(pool: PoolState) -> dict[str, Any]:
+def pool_json(cloud: str, pool: PoolState) -> dict[str, Any]:
+    # MIG and sharing as capacity() reads them, whether the cloud holds them in a pool field or a
+    # node label: the same reading `catalog` shows.
+    read = capacity(cloud, pool)
     return {
         "pool": pool.name,
         "instance_type": pool.instance_type,
+        "gpu_model": read.gpu_model,
         "gpus_per_node": pool.gpus_per_node,
         "mig_setting": pool.mig_setting,
-        "sharing": {"strategy": pool.sharing.strategy, "clients_per_gpu": pool.sharing.clients_per_gpu}
-        if pool.sharing
-        else None,
+        "mig_profile": read.mig_profile,
+        "sharing": {"mode": read.sharing, "replicas": read.replicas} if read.replicas else None,
         "spot": pool.spot,
         "disk_size_gb": pool.disk_size_gb,
         "min_nodes": pool.scaling.min,
@@ -45,7 +49,7 @@ def observations_json(observations: Sequence[Observation]) -> list[dict[str, Any
             "cluster": o.cluster.name,
             "cloud": o.cluster.cloud,
             "error": str(o.error) if o.error else None,
-            "pools": [pool_json(p) for p in o.pools],
+            "pools": [pool_json(o.cluster.cloud, p) for p in o.pools],
         }
         for o in observations
     ]
@@ -59,19 +63,23 @@ def observations_table(observations: Sequence[Observation]) -> Table:
         if observation.error is not None:
             table.add_row(escape(observation.cluster.name), "[red]listing failed[/]", *[""] * 7)
         for pool in observation.pools:
-            sharing = f"{pool.sharing.strategy} x{pool.sharing.clients_per_gpu}" if pool.sharing else ""
+            read = capacity(observation.cluster.cloud, pool)
             table.add_row(
                 escape(observation.cluster.name),
                 escape(pool.name),
                 escape(pool.instance_type),
                 str(pool.gpus_per_node or ""),
-                escape(pool.mig_setting or ""),
-                escape(sharing),
+                escape(read.mig_profile or ""),
+                escape(_sharing_cell(read)),
                 str(value_json("scaling", pool.scaling)),
                 "yes" if pool.spot else "",
                 "yes" if pool.owned else "[dim]no[/]",
             )
     return table
+
+
+def _sharing_cell(read: Capacity) -> str:
+    return f"{read.sharing} x{read.replicas}" if read.replicas else ""
 
 
 _SIGILS = {

@@ -15,7 +15,7 @@ from provisioner import hardware
 from provisioner.fleet import Cluster, Fleet, Pool, Sharing, parse
 from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
 from provisioner.pools import GPU_TAINT, NativeSharing, PoolState, Taint
-from provisioner.source import Diagnostic, FleetError, Loc
+from provisioner.source import Diagnostic, FleetError, Loc, cut, shown
 
 DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
@@ -207,10 +207,11 @@ def compile_pool(cloud: CloudProfile, pool: Pool) -> NodeSetup:
     problems = _Problems()
     if not cloud.pool_name_pattern.fullmatch(pool.name):
         problems.add(
-            ("name",), f"{pool.name!r} is not a valid {cloud.title} pool name: {cloud.pool_name_rule}"
+            ("name",), f"{shown(pool.name)} is not a valid {cloud.title} pool name: {cloud.pool_name_rule}"
         )
     labels = _labels(pool, problems)
     taints = _taints(pool, problems)
+    _check_limits(cloud, pool, taints, problems)
 
     instance_type = hardware.load().instance_type(cloud.key, pool.instance_type)
     if instance_type is None:
@@ -279,9 +280,55 @@ def _taints(pool: Pool, problems: _Problems) -> tuple[Taint, ...]:
     return tuple(taints)
 
 
+def _check_limits(cloud: CloudProfile, pool: Pool, taints: tuple[Taint, ...], problems: _Problems) -> None:
+    """What the cloud's API would refuse in this pool (clouds.yaml `limits`), refused here first."""
+    limits, title = cloud.limits, cloud.title
+    nodes = pool.nodes
+    for field, value in (("count", nodes.count), ("max", nodes.max)):
+        if value is not None and value > limits.max_nodes:
+            problems.add(
+                ("nodes", field),
+                f"{shown(value)} nodes is above the {title} maximum of {limits.max_nodes} per pool",
+            )
+    disk = pool.disk_size_gb
+    if disk is not None and limits.min_disk_size_gb is not None and disk < limits.min_disk_size_gb:
+        problems.add(
+            ("diskSizeGb",), f"{disk} GB is below the {title} minimum of {limits.min_disk_size_gb} GB"
+        )
+    if disk is not None and limits.max_disk_size_gb is not None and disk > limits.max_disk_size_gb:
+        problems.add(
+            ("diskSizeGb",), f"{shown(disk)} GB is above the {title} maximum of {limits.max_disk_size_gb} GB"
+        )
+    for key, value in pool.labels.items():
+        reserved = next((p for p in limits.reserved_label_prefixes if key.startswith(p)), None)
+        if reserved is not None:
+            why = limits.reserved_label_prefixes[reserved]
+            problems.add(("labels", key), f"{reserved}* labels are not yours to set on {title}: {why}")
+        if limits.max_label_key_length is not None and len(key) > limits.max_label_key_length:
+            problems.add(
+                ("labels", key),
+                f"the key is {len(key)} characters; {title} allows at most {limits.max_label_key_length}",
+            )
+        if len(value) < limits.min_label_value_length:
+            problems.add(("labels", key), f"{title} does not accept an empty label value")
+    for i, taint in enumerate(pool.taints):
+        if limits.max_taint_key_length is not None and len(taint.key) > limits.max_taint_key_length:
+            problems.add(
+                ("taints", i),
+                f"the key is {len(taint.key)} characters; {title} allows at most "
+                f"{limits.max_taint_key_length}",
+            )
+    if limits.max_taints is not None and len(taints) > limits.max_taints:
+        problems.add(
+            ("taints",),
+            f"{len(taints)} taints (the GPU taint provisioner adds included); "
+            f"{title} allows at most {limits.max_taints} per pool",
+        )
+
+
 def _unknown_instance_type(cloud: CloudProfile, name: str) -> str:
     hw = hardware.load()
-    message = f"{name!r} is not a known {cloud.title} GPU instance type"
+    message = f"{shown(name)} is not a known {cloud.title} GPU instance type"
     elsewhere = [hw.clouds[c].title for c in hw.clouds_offering(name)]
     if elsewhere:
         return f"{message}; it is an instance type of {' and '.join(elsewhere)}"
@@ -303,7 +350,9 @@ def _gpus_per_node(instance_type: InstanceType, pool: Pool, problems: _Problems)
             ("gpu",), f"{name} takes a chosen number of {gpu} GPUs: set gpu.count to one of {choices}"
         )
     elif count not in instance_type.gpu_choices:
-        problems.add(("gpu", "count"), f"{count} {gpu} GPUs cannot be attached to {name}; one of: {choices}")
+        problems.add(
+            ("gpu", "count"), f"{shown(count)} {gpu} GPUs cannot be attached to {name}; one of: {choices}"
+        )
     return count or 0
 
 
@@ -326,7 +375,7 @@ def _mig_profile(
         names = ", ".join(p.name for p in offered)
         problems.add(
             ("gpu", "mig"),
-            f"{wanted} is not a MIG profile of the {gpu.name} on {cloud.title}; it offers {names}",
+            f"{cut(wanted)} is not a MIG profile of the {gpu.name} on {cloud.title}; it offers {names}",
         )
     return profile
 
@@ -343,11 +392,11 @@ def _check_replicas(cloud: CloudProfile, pool: Pool, mig: MigProfile | None, pro
     if replicas < mode.min_replicas:
         problems.add(
             ("gpu", "replicas"),
-            f"{replicas} is below the minimum of {mode.min_replicas} clients per GPU for {sharing}",
+            f"{shown(replicas)} is below the minimum of {mode.min_replicas} clients per GPU for {sharing}",
         )
     if mode.max_replicas is not None and replicas > mode.max_replicas:
         limit = f"the {cloud.title} maximum of {mode.max_replicas}"
-        problems.add(("gpu", "replicas"), f"{replicas} is above {limit} clients per GPU for {sharing}")
+        problems.add(("gpu", "replicas"), f"{shown(replicas)} is above {limit} clients per GPU for {sharing}")
     if mig is not None and not mode.on_mig:
         problems.add(
             ("gpu", "sharing"),

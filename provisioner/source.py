@@ -2,6 +2,11 @@
 
 A `Diagnostic` reads `fleet.yaml:14: clusters[azure-ml].pools[a100mig7].gpu.mig: <message>`:
 file, line, the field by a path that names list items by their `name`, and what is wrong.
+
+A fleet file may be anything a user points the tool at, so reading is bounded before any YAML
+is built: its size, its characters, how deep it nests, how far its aliases expand, and how long
+its numbers are. Each limit is far beyond a real fleet file and ends in a Diagnostic, never a
+crash.
 """
 
 from __future__ import annotations
@@ -15,9 +20,69 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import (
+    AliasEvent,
+    CollectionEndEvent,
+    CollectionStartEvent,
+    MappingStartEvent,
+    ScalarEvent,
+)
 
 Loc = tuple[str | int, ...]
+
+# A fleet of hundreds of pools is some hundred kilobytes; reading stops here so that an endless
+# stream (FLEET=/dev/zero, a mistaken device or pipe) cannot exhaust memory.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+# A fleet file nests about eight levels; the YAML libraries and the validators recurse per level.
+MAX_DEPTH = 64
+# Values added by aliases, all told: merge keys (`<<: *defaults`) add tens; an alias bomb
+# ("billion laughs") adds billions from a few hundred bytes.
+MAX_ALIAS_VALUES = 100_000
+# Python refuses to turn longer decimal strings into ints (sys.get_int_max_str_digits).
+MAX_NUMBER_DIGITS = 4300
+SHOWN_CHARS = 100  # how much of a value a message echoes
+# The characters YAML allows in a stream (YAML 1.2, 5.1 "Character Set"; ruamel's reader).
+_NOT_YAML = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_DECIMAL = re.compile(r"[-+]?[0-9][0-9_]*")
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """`value` as a message quotes it (repr), cut to `limit` characters with an ellipsis."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past the interpreter's digit limit
+        text = "<a number too long to show>"
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+def read_text(path: str | Path) -> str:
+    """The text of a fleet file, read once (a pipe can be read only once) and bounded in size."""
+    file = str(path)
+    try:
+        with Path(path).open("rb") as stream:
+            data = stream.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise FleetError([Diagnostic(file, None, "", f"cannot read: {exc.strerror or exc}")]) from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise FleetError(
+            [
+                Diagnostic(
+                    file,
+                    None,
+                    "",
+                    f"is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB, so it is not a fleet file; "
+                    "reading stops there so that an endless stream cannot exhaust memory",
+                )
+            ]
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        message = f"is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8"
+        raise FleetError([Diagnostic(file, line, "", message)]) from exc
 
 
 @dataclass(frozen=True, order=True)
@@ -60,32 +125,31 @@ class SourceDocument:
 
     @classmethod
     def read(cls, path: str | Path) -> SourceDocument:
-        file = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise FleetError([Diagnostic(file, None, "", f"cannot read: {exc.strerror}")]) from exc
-        except UnicodeDecodeError as exc:
-            raise FleetError([Diagnostic(file, None, "", "is not UTF-8 text")]) from exc
-        return cls.parse(text, file)
+        return cls.parse(read_text(path), str(path))
 
     @classmethod
     def parse(cls, text: str, file: str) -> SourceDocument:
+        _check_characters(text, file)
         try:
-            data = YAML(typ="safe").load(text)
+            _check_shape(YAML(typ="safe").parse(text), file)
         except MarkedYAMLError:
             # libyaml scans by YAML 1.1 and refuses some 1.2 documents (an ARN in a flow
             # mapping): the pure-Python round-trip parser is the judge.
-            document = cls(file, text, None)
             try:
-                document.data = _plain(document._tree)
+                _check_shape(YAML(typ="rt").parse(text), file)
             except MarkedYAMLError as exc:
-                mark = exc.problem_mark or exc.context_mark
-                line = mark.line + 1 if mark else None
-                problem = " ".join(filter(None, [exc.context, exc.problem])) or "invalid YAML"
-                raise FleetError([Diagnostic(file, line, "", f"invalid YAML: {problem}")]) from exc
-            return document
-        return cls(file, text, _plain(data))
+                raise FleetError([_yaml_error(file, exc)]) from exc
+        try:
+            try:
+                return cls(file, text, _plain(YAML(typ="safe").load(text)))
+            except MarkedYAMLError:
+                document = cls(file, text, None)
+                document.data = _plain(document._tree)
+                return document
+        except MarkedYAMLError as exc:
+            raise FleetError([_yaml_error(file, exc)]) from exc
+        except (YAMLError, ValueError, RecursionError) as exc:  # the checks above should leave none
+            raise FleetError([Diagnostic(file, None, "", f"invalid YAML: {shown(str(exc), 200)}")]) from exc
 
     def diagnostic(self, loc: Loc, message: str) -> Diagnostic:
         line, path = self.locate(loc)
@@ -109,6 +173,123 @@ class SourceDocument:
             parts.append(_path_part(step, child, first=not parts))
             node = child
         return line, "".join(parts)
+
+
+def _yaml_error(file: str, exc: MarkedYAMLError) -> Diagnostic:
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark else None
+    problem = " ".join(filter(None, [exc.context, exc.problem])) or "invalid YAML"
+    return Diagnostic(file, line, "", f"invalid YAML: {problem}")
+
+
+def _check_characters(text: str, file: str) -> None:
+    """Control characters and NUL are not YAML: name the first and its line."""
+    bad = _NOT_YAML.search(text)
+    if bad is not None:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise FleetError(
+            [
+                Diagnostic(
+                    file,
+                    line,
+                    "",
+                    f"invalid YAML: character U+{ord(bad.group()):04X} is a control character, "
+                    "which YAML does not allow (is this a text file?)",
+                )
+            ]
+        )
+
+
+@dataclass
+class _Open:
+    """A collection the event walk is inside: what `_check_shape` needs to know of it."""
+
+    anchor: str | None
+    mapping: bool
+    step: str | int | None  # where it sits in its parent
+    size: int = 1  # values in it so far, itself included, aliases expanded
+    items: int = 0  # children seen (keys and values alike in a mapping)
+    key: Any = None  # a mapping's latest key
+    name: str | None = None  # a mapping's `name:` value, which paths show for list items
+
+
+def _check_shape(events: Iterable[Any], file: str) -> None:
+    """Walk the parser's events (no recursion, nothing built) and refuse what would blow up
+    building the document: nesting past MAX_DEPTH, aliases that expand past MAX_ALIAS_VALUES,
+    integers past MAX_NUMBER_DIGITS."""
+    sizes: dict[str, int] = {}  # anchor -> values its node holds, itself included
+    stack: list[_Open] = []
+    added = 0
+
+    def step() -> str | int | None:
+        """Where the next node goes in the open collection (None: it is a mapping key)."""
+        if not stack:
+            return None
+        parent = stack[-1]
+        if not parent.mapping:
+            return parent.items
+        return None if parent.items % 2 == 0 else str(parent.key)
+
+    def fail(event: Any, message: str, at: str | int | None = None, where: bool = True) -> FleetError:
+        line = event.start_mark.line + 1 if event.start_mark else None
+        return FleetError([Diagnostic(file, line, _open_path(stack, at) if where else "", message)])
+
+    def add(anchor: str | None, size: int, value: Any = None) -> None:
+        if anchor is not None:
+            sizes[anchor] = size
+        if stack:
+            parent = stack[-1]
+            if parent.mapping and parent.items % 2 == 0:
+                parent.key = value
+            elif parent.mapping and parent.key == "name" and isinstance(value, str):
+                parent.name = value
+            parent.size += size
+            parent.items += 1
+
+    for event in events:
+        if isinstance(event, CollectionStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                message = f"nested deeper than {MAX_DEPTH} levels; a fleet file needs about 8"
+                raise fail(event, message, where=False)  # the path would be as deep
+            stack.append(_Open(event.anchor, isinstance(event, MappingStartEvent), step()))
+        elif isinstance(event, CollectionEndEvent):
+            done = stack.pop()
+            add(done.anchor, done.size)
+        elif isinstance(event, AliasEvent):
+            if any(frame.anchor == event.anchor for frame in stack):
+                raise fail(event, f"alias *{cut(event.anchor)} refers to a node that contains it", step())
+            size = sizes.get(event.anchor, 1)  # an unknown anchor: the loader reports it
+            added += size
+            if added > MAX_ALIAS_VALUES:
+                raise fail(
+                    event,
+                    f"aliases expand this document past {MAX_ALIAS_VALUES} values (an alias bomb?); "
+                    "a fleet file's aliases and merge keys add far fewer",
+                    step(),
+                )
+            add(None, size)
+        elif isinstance(event, ScalarEvent):
+            plain = not event.style and event.tag in (None, "!")
+            if (plain or event.tag == _INT_TAG) and _DECIMAL.fullmatch(event.value):
+                digits = sum(c.isdigit() for c in event.value)
+                if digits > MAX_NUMBER_DIGITS:
+                    raise fail(
+                        event,
+                        f"a number of {digits} digits; numbers here have at most {MAX_NUMBER_DIGITS}",
+                        step(),
+                    )
+            add(event.anchor, 1, event.value)
+
+
+def _open_path(stack: list[_Open], at: str | int | None) -> str:
+    """The path of the node the event walk is at, list items by `name` where it came first."""
+    parts: list[str] = []
+    for frame in [*stack[1:], _Open(None, False, at)]:
+        if isinstance(frame.step, int):
+            parts.append(f"[{cut(frame.name)}]" if frame.name else f"[{frame.step}]")
+        elif frame.step is not None:
+            parts.append(_path_part(frame.step, None, first=not parts))
+    return "".join(parts)
 
 
 _MISSING = object()
@@ -140,10 +321,15 @@ def _line_of(node: Any) -> int | None:
 def _path_part(step: str | int, child: Any, first: bool) -> str:
     if isinstance(step, int):
         name = child.get("name") if isinstance(child, CommentedMap) else None
-        return f"[{name}]" if isinstance(name, str) and name else f"[{step}]"
+        return f"[{cut(name)}]" if isinstance(name, str) and name else f"[{step}]"
     if not _PLAIN_KEY.match(step):
-        return f'["{step}"]'  # label keys such as nvidia.com/gpu.product
-    return step if first else f".{step}"
+        return f'["{cut(step)}"]'  # label keys such as nvidia.com/gpu.product
+    return cut(step) if first else f".{cut(step)}"
+
+
+def cut(text: str) -> str:
+    """A name as a path shows it: a hostile file's 50 MB name must not make a 50 MB message."""
+    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 1]}…"
 
 
 def _plain(node: Any) -> Any:

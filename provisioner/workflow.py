@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from provisioner.drivers import DriverError
 from provisioner.observe import Drivers, observe, observe_settled
 from provisioner.plan import Plan, diff
 from provisioner.planfile import SavedPlan
 from provisioner.sharing import CompiledFleet, compile_file
+from provisioner.source import read_text
 
 
 class StalePlan(DriverError):
@@ -18,12 +18,8 @@ class StalePlan(DriverError):
 
 def read_fleet(path: str) -> tuple[CompiledFleet, str]:
     """The compiled fleet and the text it came from (which a saved plan keeps)."""
-    try:  # once, whatever it is (a pipe from `<(...)` too): this text is compiled and saved
-        text: str | None = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        text = None  # compile_file reads it again and says what is wrong, naming the file
-    compiled = compile_file(path, text)
-    return compiled, text or ""
+    text = read_text(path)  # once, bounded: a pipe or /dev/zero reads like a file, or fails cleanly
+    return compile_file(path, text), text
 
 
 def make_plan(

@@ -18,7 +18,7 @@ FACTS_MIG = {
     "B200": "1g.23gb x7, 1g.45gb x4, 2g.45gb x3, 3g.90gb x2, 4g.90gb x1, 7g.180gb x1",
     "A30 24GB": "1g.6gb x4, 2g.12gb x2, 4g.24gb x1",
 }
-NOT_MIG = ["T4 16GB", "L4 24GB", "A10G 24GB", "V100 16GB"]
+NOT_MIG = ["T4 16GB", "L4 24GB", "A10G 24GB", "V100 16GB", "L40S 48GB"]
 
 # FACTS.md "Instance types and their GPUs": (cloud, instance type, GPU, GPUs per node).
 FACTS_INSTANCES = [
@@ -58,6 +58,38 @@ FACTS_INSTANCES = [
     ("eks", "g5.24xlarge", "A10G 24GB", 4),
     ("eks", "g5.48xlarge", "A10G 24GB", 8),
 ]
+# Beyond FACTS.md, from the primary sources instance_types.yaml names: AWS "Specifications for
+# Amazon EC2 accelerated computing instances" (Accelerators column); GoogleCloudPlatform/
+# cluster-toolkit pkg/config/hardware.go (rtx-6000-N, h100-mega-80gb-8).
+SOURCED_INSTANCES = [
+    ("eks", "p5.4xlarge", "H100 80GB", 1),
+    ("eks", "p6-b200.48xlarge", "B200", 8),
+    *[
+        ("eks", f"g4dn.{size}", "T4 16GB", 1)
+        for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")
+    ],
+    ("eks", "g4dn.12xlarge", "T4 16GB", 4),
+    ("eks", "g4dn.metal", "T4 16GB", 8),
+    *[
+        ("eks", f"g6.{size}", "L4 24GB", 1)
+        for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")
+    ],
+    ("eks", "g6.12xlarge", "L4 24GB", 4),
+    ("eks", "g6.24xlarge", "L4 24GB", 4),
+    ("eks", "g6.48xlarge", "L4 24GB", 8),
+    *[
+        ("eks", f"g6e.{size}", "L40S 48GB", 1)
+        for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")
+    ],
+    ("eks", "g6e.12xlarge", "L40S 48GB", 4),
+    ("eks", "g6e.24xlarge", "L40S 48GB", 4),
+    ("eks", "g6e.48xlarge", "L40S 48GB", 8),
+    ("gke", "a3-megagpu-8g", "H100 80GB", 8),
+    ("gke", "g4-standard-48", "RTX PRO 6000 96GB", 1),
+    ("gke", "g4-standard-96", "RTX PRO 6000 96GB", 2),
+    ("gke", "g4-standard-192", "RTX PRO 6000 96GB", 4),
+    ("gke", "g4-standard-384", "RTX PRO 6000 96GB", 8),
+]
 
 # FACTS.md GKE: accelerator type names of the MIG-capable GPUs.
 FACTS_GKE_ACCELERATORS = {
@@ -66,6 +98,8 @@ FACTS_GKE_ACCELERATORS = {
     "a3-highgpu-1g": "nvidia-h100-80gb",
     "a3-ultragpu-8g": "nvidia-h200-141gb",
     "a4-highgpu-8g": "nvidia-b200",
+    "a3-megagpu-8g": "nvidia-h100-mega-80gb",  # cluster-toolkit pkg/config/machine_mappings.json
+    "g4-standard-48": "nvidia-rtx-pro-6000",  # cluster-toolkit pkg/config/machine_mappings.json
     "g2-standard-4": "nvidia-l4",
     "n1-standard-4": "nvidia-tesla-t4",
 }
@@ -86,7 +120,7 @@ def test_not_mig_capable(gpu):
     assert not _gpu_named(gpu).mig_capable
 
 
-@pytest.mark.parametrize(("cloud", "name", "gpu", "count"), FACTS_INSTANCES)
+@pytest.mark.parametrize(("cloud", "name", "gpu", "count"), FACTS_INSTANCES + SOURCED_INSTANCES)
 def test_instance_types_match_facts(cloud, name, gpu, count):
     instance = HW.instance_type(cloud, name)
     assert instance is not None, f"{name} missing from {cloud}"
@@ -130,17 +164,32 @@ def test_profile_names_parse_into_compute_and_memory():
     assert (profile.compute_slices, profile.memory_gb) == (3, 71)
 
 
-def test_no_unconfirmed_g4dn_or_g6_rows():
-    assert not [name for name in HW.instance_types["eks"] if name.startswith(("g4dn", "g6"))]
+def test_every_instance_type_is_transcribed_here_with_its_source():
+    """A row added to instance_types.yaml without a sourced row in this file fails here."""
+    listed = {(cloud, name) for cloud, name, _, _ in FACTS_INSTANCES + SOURCED_INSTANCES}
+    n1 = {("gke", f"n1-standard-{n}") for n in (4, 8, 16, 32)}  # test_gke_n1_takes_a_chosen_number_of_t4s
+    data = {(cloud, name) for cloud, types in HW.instance_types.items() for name in types}
+    assert data - n1 == listed
 
 
-def test_gke_partition_sizes_follow_its_partitioner():
-    """container-engine-accelerators partition_gpu.go: GI 15 only on H100, H200 and B200."""
+def test_gke_rtx_pro_6000_partitions_as_gke_names_them():
     gke = HW.clouds["gke"]
-    offered = {gpu: [p.name for p in gke.mig_profiles(_gpu_named(gpu))] for gpu in ("A100 40GB", "A100 80GB")}
-    assert offered == {
-        "A100 40GB": ["1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"],
-        "A100 80GB": ["1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"],
+    profiles = [(p.name, p.instances) for p in gke.mig_profiles(_gpu_named("RTX PRO 6000 96GB"))]
+    assert profiles == [("1g.24gb", 4), ("2g.48gb", 2), ("4g.96gb", 1)]
+
+
+def test_gke_partition_sizes_are_those_its_partitioner_and_device_plugin_both_know():
+    """container-engine-accelerators: partition_gpu.go knows GI 15 only on H100, H200 and B200;
+    pkg/gpu/nvidia/mig/mig.go knows no 4g.20gb or 4g.40gb (its device plugin fails on them)."""
+    gke = HW.clouds["gke"]
+    offered = {
+        gpu: [p.name for p in gke.mig_profiles(_gpu_named(gpu))]
+        for gpu in ("A100 40GB", "A100 80GB", "H100 80GB", "H200 141GB", "B200")
     }
-    for gpu in ("H100 80GB", "H200 141GB", "B200"):
-        assert len(gke.mig_profiles(_gpu_named(gpu))) == 6, gpu
+    assert offered == {
+        "A100 40GB": ["1g.5gb", "2g.10gb", "3g.20gb", "7g.40gb"],
+        "A100 80GB": ["1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"],
+        "H100 80GB": ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "7g.80gb"],
+        "H200 141GB": ["1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"],
+        "B200": ["1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"],
+    }

@@ -167,3 +167,15 @@ def test_the_lock_kind_is_postgresql_where_the_catalog_or_lock_url_is(tmp_path: 
     assert isinstance(cluster_locks(tmp_path, f"sqlite:///{tmp_path}/c.db", None), FileLocks)
     with pytest.raises(LockUnusable, match="--lock-url must be a PostgreSQL URL"):
         cluster_locks(tmp_path, None, f"sqlite:///{tmp_path}/locks.db")
+
+
+def test_a_postgresql_lock_that_cannot_connect_is_an_error_without_the_password():
+    url = "postgresql+psycopg://postgres:s3cret-pw@127.0.0.1:1/db?sslpassword=t0ken"
+    with pytest.raises(LockUnusable) as raised, PostgresLocks(url).hold(KEY, 0, "cluster gcp"):
+        pass
+    message = str(raised.value)
+    assert message.startswith(
+        "cannot lock cluster gcp in PostgreSQL "
+        "postgresql+psycopg://postgres:***@127.0.0.1:1/db?sslpassword=***: "
+    )
+    assert "s3cret-pw" not in message and "t0ken" not in message

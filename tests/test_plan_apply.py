@@ -490,3 +490,14 @@ def test_an_apply_whose_cloud_goes_away_gives_up_after_the_outage_window(tmp_pat
     assert "past the outage window of 2 s (apply --outage-timeout): GKE API unreachable" in summary
     assert "gcp/shared (create): not attempted: gcp is unreachable" in summary
     assert summary.endswith("Run apply again to finish: it picks up where this one stopped.\n")
+
+
+def test_an_aks_spot_pool_converges_in_one_apply(world: World):
+    """AKS adds its Spot label and taint to the pool: plan must not want them removed ever after."""
+    world.edit(lambda pools: {**pools, "aks": pools["aks"].replace("max: 3}}", "max: 3}, spot: true}", 1)})
+    assert "spot: true" in world.fleet.read_text()
+    applied = world.run("apply", str(world.fleet), "--auto-approve")
+    assert applied.exit_code == 0, applied.output
+    after = world.run("plan", str(world.fleet), "--detailed-exitcode")
+    assert after.exit_code == 0, after.output
+    assert "No changes. The clusters match the fleet." in after.stdout

@@ -7,6 +7,7 @@ import pytest
 from conftest import EXAMPLES
 from ruamel.yaml import YAML
 
+from provisioner import hardware
 from provisioner.render import CONFIG_MAP, DEVICE_PLUGIN_FILE, GPU_OPERATOR_FILE, render_fleet
 from provisioner.sharing import DEVICE_PLUGIN_LABEL, compile_file
 
@@ -71,3 +72,109 @@ def test_gke_needs_nothing_installed():
     [gcp] = render_fleet(compiled, "gcp-ml")
     assert gcp.files == {}
     assert "GKE" in gcp.note
+
+
+# Every leaf key the tool renders, as deployments/gpu-operator/values.yaml of NVIDIA/gpu-operator
+# defines it at the pinned chart version (v26.7.0; hardware/clouds.yaml gpuOperatorChart). Checked
+# against that file when the version was pinned; a new rendered key must be checked and added here.
+CHART_VALUE_KEYS = {
+    "mig.strategy",
+    "devicePlugin.config.name",
+    "devicePlugin.config.create",
+    "devicePlugin.config.default",
+    "operator.runtimeClass",
+    "driver.enabled",
+    "toolkit.enabled",
+    "migManager.enabled",
+    "daemonsets.tolerations",
+    "node-feature-discovery.worker.tolerations",
+}
+CHART_VERSION = "v26.7.0"
+
+TAINTED_EKS_POOLS = """\
+- name: g5-batch
+  instanceType: g5.xlarge
+  gpu: {sharing: time-slicing, replicas: 4}
+  nodes: {min: 0, max: 2}
+  taints: ["batch=true:NoExecute", "dedicated=ml:NoSchedule"]
+- name: g5-more
+  instanceType: g5.2xlarge
+  nodes: {min: 0, max: 2}
+  taints: ["dedicated=other:NoSchedule"]
+"""
+
+
+def _leaf_keys(values: dict, prefix: str = "") -> set[str]:
+    keys = set()
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        keys |= _leaf_keys(value, f"{path}.") if isinstance(value, dict) and value else {path}
+    return keys
+
+
+def _values(compiled, cluster: str) -> dict:
+    [rendered] = render_fleet(compiled, cluster)
+    return load_yaml(rendered.files[GPU_OPERATOR_FILE])
+
+
+def test_operator_runtime_class_is_the_handler_each_clouds_nodes_have():
+    """AKS GPU nodes have no `nvidia` handler (the chart's default): the operator's pods would not start."""
+    compiled = compile_file(EXAMPLES / "fleet.yaml")
+    assert _values(compiled, "azure-ml")["operator"] == {"runtimeClass": "nvidia-container-runtime"}
+    assert _values(compiled, "aws-ml")["operator"] == {"runtimeClass": "nvidia"}
+
+
+def test_aks_spot_and_user_taints_are_tolerated_by_the_gpu_stack():
+    """The example's a100mig7 pool is Spot (AKS adds its taint) and carries dedicated=ml."""
+    values = _values(compile_file(EXAMPLES / "fleet.yaml"), "azure-ml")
+    gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    dedicated = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    spot = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Exists", "effect": "NoSchedule"}
+    control_plane = {
+        "key": "node-role.kubernetes.io/control-plane",
+        "operator": "Equal",
+        "value": "",
+        "effect": "NoSchedule",
+    }
+    assert values["daemonsets"] == {"tolerations": [gpu, dedicated, spot]}
+    assert values["node-feature-discovery"] == {
+        "worker": {"tolerations": [control_plane, gpu, dedicated, spot]}
+    }
+
+
+def test_every_taint_key_and_effect_is_tolerated_once(pool_file):
+    compiled = compile_file(pool_file("eks", TAINTED_EKS_POOLS))
+    [cluster] = compiled.clusters
+    tolerations = _values(compiled, cluster.cluster.name)["daemonsets"]["tolerations"]
+    assert [(t["key"], t["effect"]) for t in tolerations] == [
+        ("nvidia.com/gpu", "NoSchedule"),
+        ("batch", "NoExecute"),
+        ("dedicated", "NoSchedule"),
+    ]
+    assert {t["operator"] for t in tolerations} == {"Exists"}
+
+
+def test_pools_with_only_the_gpu_taint_keep_the_charts_tolerations():
+    values = _values(compile_file(EXAMPLES / "fleet.yaml"), "aws-ml")
+    assert "daemonsets" not in values and "node-feature-discovery" not in values
+
+
+@pytest.mark.parametrize("example", EXAMPLE_FILES, ids=lambda p: p.name)
+def test_every_rendered_key_exists_in_the_pinned_chart(example, pool_file):
+    fleets = [compile_file(example), compile_file(pool_file("eks", TAINTED_EKS_POOLS))]
+    for compiled in fleets:
+        for cluster in render_fleet(compiled):
+            if GPU_OPERATOR_FILE in cluster.files:
+                rendered = _leaf_keys(load_yaml(cluster.files[GPU_OPERATOR_FILE]))
+                assert rendered <= CHART_VALUE_KEYS, rendered - CHART_VALUE_KEYS
+
+
+def test_values_header_pins_the_chart_version():
+    """H200 MIG configs (all-1g.18gb) exist only from v24.6.0: the values say which chart they are for."""
+    [aws] = render_fleet(compile_file(EXAMPLES / "fleet.yaml"), "aws-ml")
+    header = [line for line in aws.files[GPU_OPERATOR_FILE].splitlines() if line.startswith("#")]
+    assert (
+        "#   helm install gpu-operator nvidia/gpu-operator --version v26.7.0 -n gpu-operator "
+        "--create-namespace -f <this file>"
+    ) in header
+    assert hardware.load().gpu_operator_chart.version == CHART_VERSION

@@ -53,7 +53,7 @@ CASES = {
         """,
         [
             "10: clusters[gcp-ml].pools[a100].gpu.mig: 1g.10gb is not a MIG profile of the A100 40GB "
-            "on GKE; it offers 1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
+            "on GKE; it offers 1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb"
         ],
     ),
     "gke has no 1g.20gb on the A100 80GB": (
@@ -66,7 +66,34 @@ CASES = {
         """,
         [
             "10: clusters[gcp-ml].pools[a100].gpu.mig: 1g.20gb is not a MIG profile of the A100 80GB "
-            "on GKE; it offers 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"
+            "on GKE; it offers 1g.10gb, 2g.20gb, 3g.40gb, 7g.80gb"
+        ],
+    ),
+    # container-engine-accelerators pkg/gpu/nvidia/mig/mig.go: GKE's device plugin has no 4g.40gb.
+    "gke's device plugin has no 4g.40gb on the H100": (
+        "gke",
+        """\
+        - name: h100
+          instanceType: a3-highgpu-1g
+          gpu: {mig: 4g.40gb}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[gcp-ml].pools[h100].gpu.mig: 4g.40gb is not a MIG profile of the H100 80GB "
+            "on GKE; it offers 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 7g.80gb"
+        ],
+    ),
+    "gke's device plugin has no 4g.20gb on the A100 40GB": (
+        "gke",
+        """\
+        - name: a100
+          instanceType: a2-highgpu-1g
+          gpu: {mig: 4g.20gb}
+          nodes: {count: 1}
+        """,
+        [
+            "10: clusters[gcp-ml].pools[a100].gpu.mig: 4g.20gb is not a MIG profile of the A100 40GB "
+            "on GKE; it offers 1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb"
         ],
     ),
     "mig on a GPU without mig": (
@@ -328,6 +355,134 @@ CASES = {
         """,
         ["11: clusters[gcp-ml].pools[l4].name: duplicate pool name 'l4' in this cluster"],
     ),
+    # What the clouds' APIs refuse beyond Kubernetes' rules (hardware/clouds.yaml `limits`).
+    "eks label keys are at most 63 characters": (
+        "eks",
+        f"""\
+        - name: g5
+          instanceType: g5.xlarge
+          nodes: {{count: 1}}
+          labels: {{example.com/{"k" * 52}: v}}
+        """,
+        [
+            f'12: clusters[aws-ml].pools[g5].labels["example.com/{"k" * 52}"]: the key is 64 characters; '
+            "EKS allows at most 63"
+        ],
+    ),
+    "eks label values are not empty": (
+        "eks",
+        """\
+        - name: g5
+          instanceType: g5.xlarge
+          nodes: {count: 1}
+          labels: {team: ""}
+        """,
+        ["12: clusters[aws-ml].pools[g5].labels.team: EKS does not accept an empty label value"],
+    ),
+    "eks taint keys are at most 63 characters": (
+        "eks",
+        f"""\
+        - name: g5
+          instanceType: g5.xlarge
+          nodes: {{count: 1}}
+          taints: ["example.com/{"k" * 52}=v:NoSchedule"]
+        """,
+        ["12: clusters[aws-ml].pools[g5].taints[0]: the key is 64 characters; EKS allows at most 63"],
+    ),
+    "eks takes at most 50 taints, the gpu taint included": (
+        "eks",
+        f"""\
+        - name: g5
+          instanceType: g5.xlarge
+          nodes: {{count: 1}}
+          taints: [{", ".join(f"t{i}=x:NoSchedule" for i in range(50))}]
+        """,
+        [
+            "12: clusters[aws-ml].pools[g5].taints: 51 taints (the GPU taint provisioner adds included); "
+            "EKS allows at most 50 per pool"
+        ],
+    ),
+    "aks os disks are at most 2048 GB": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          nodes: {count: 1}
+          diskSizeGb: 2049
+        """,
+        ["11: clusters[azure-ml].pools[t4].diskSizeGb: 2049 GB is above the AKS maximum of 2048 GB"],
+    ),
+    "gke disks are at least 12 GB": (
+        "gke",
+        """\
+        - name: l4
+          instanceType: g2-standard-8
+          nodes: {count: 1}
+          diskSizeGb: 11
+        """,
+        ["11: clusters[gcp-ml].pools[l4].diskSizeGb: 11 GB is below the GKE minimum of 12 GB"],
+    ),
+    "nodes per pool are bounded by the cloud": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          nodes: {count: 100000000000000000000000000000}
+        """,
+        [
+            "10: clusters[azure-ml].pools[t4].nodes.count: 100000000000000000000000000000 nodes is above "
+            "the AKS maximum of 1000 per pool"
+        ],
+    ),
+    "the autoscaling maximum too": (
+        "eks",
+        """\
+        - name: g5
+          instanceType: g5.xlarge
+          nodes: {min: 0, max: 1001}
+        """,
+        ["11: clusters[aws-ml].pools[g5].nodes.max: 1001 nodes is above the EKS maximum of 1000 per pool"],
+    ),
+    "time-slicing replicas are bounded so the config key stays a label value": (
+        "eks",
+        f"""\
+        - name: g5
+          instanceType: g5.xlarge
+          gpu: {{sharing: time-slicing, replicas: {10**59}}}
+          nodes: {{count: 1}}
+        """,
+        [
+            f"11: clusters[aws-ml].pools[g5].gpu.replicas: {10**59} is above the EKS maximum of 1000 "
+            "clients per GPU for time-slicing"
+        ],
+    ),
+    "gke sets its own gke-* labels": (
+        "gke",
+        """\
+        - name: l4
+          instanceType: g2-standard-8
+          nodes: {count: 1}
+          labels: {cloud.google.com/gke-accelerator: nvidia-l4}
+        """,
+        [
+            '11: clusters[gcp-ml].pools[l4].labels["cloud.google.com/gke-accelerator"]: '
+            "cloud.google.com/gke-* labels are not yours to set on GKE: GKE sets these node labels itself"
+        ],
+    ),
+    "label key prefixes are at most 253 characters": (
+        "aks",
+        f"""\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          nodes: {{count: 1}}
+          labels: {{{"a" * 60}.{"b" * 60}.{"c" * 60}.{"d" * 60}.example.com/team: ml}}
+        """,
+        [
+            f'11: clusters[azure-ml].pools[t4].labels["{"a" * 60}.{"b" * 38}…"]: '
+            f"'{'a' * 60}.{'b' * 37}… is not a Kubernetes label key ([prefix/]name: prefix a DNS "
+            "subdomain of at most 253 characters, name at most 63)"
+        ],
+    ),
 }
 
 
@@ -348,6 +503,73 @@ def test_eks_needs_node_role_and_subnets(fleet_file):
     assert problems(path) == [
         "2: clusters[aws-ml].nodeRole: is required",
         "2: clusters[aws-ml].subnets: is required",
+    ]
+
+
+def test_cloud_cluster_names_follow_each_clouds_rule(fleet_file):
+    """Each goes into the cloud's resource path: a `/`, a newline or 300 characters cannot."""
+    path = fleet_file(f"""\
+        clusters:
+          - {{name: a, cloud: aks, subscription: 00000000-0000-0000-0000-000000000000, resourceGroup: ml,
+              cluster: ml/aks}}
+          - {{name: g, cloud: gke, project: my-project, location: us-central1, cluster: "ml\\ngke"}}
+          - {{name: g2, cloud: gke, project: my-project, location: us-central1, cluster: {"g" * 41}}}
+          - name: e
+            cloud: eks
+            region: us-east-1
+            cluster: {"e" * 300}
+            nodeRole: arn:aws:iam::123456789012:role/r
+            subnets: [subnet-0abc1234]
+        """)
+    assert problems(path) == [
+        "3: clusters[a].cluster: 'ml/aks' is not an AKS cluster name (1-63 letters, digits, - and _, "
+        "starting and ending with a letter or digit)",
+        "4: clusters[g].cluster: 'ml\\ngke' is not a GKE cluster name (1-40 lowercase letters, digits and "
+        "hyphens, starting with a letter, not ending with a hyphen)",
+        f"5: clusters[g2].cluster: '{'g' * 41}' is not a GKE cluster name (1-40 lowercase letters, digits "
+        "and hyphens, starting with a letter, not ending with a hyphen)",
+        f"9: clusters[e].cluster: '{'e' * 98}… is not an EKS cluster name (1-100 letters, digits, - and _, "
+        "starting with a letter or digit)",
+    ]
+
+
+def test_the_longest_names_each_cloud_takes_pass(fleet_file):
+    path = fleet_file(f"""\
+        clusters:
+          - {{name: a, cloud: aks, subscription: 00000000-0000-0000-0000-000000000000, resourceGroup: ml,
+              cluster: A_{"x" * 60}9}}
+          - {{name: g, cloud: gke, project: my-project, location: us-central1, cluster: g{"-" * 38}9}}
+          - name: e
+            cloud: eks
+            region: us-east-1
+            cluster: "9{"_" * 99}"
+            nodeRole: arn:aws:iam::123456789012:role/r
+            subnets: [subnet-0abc1234]
+        """)
+    assert [c.cluster.cluster for c in compile_file(path).clusters] == [
+        f"A_{'x' * 60}9",
+        f"g{'-' * 38}9",
+        f"9{'_' * 99}",
+    ]
+
+
+def test_a_long_value_is_cut_in_its_message(fleet_file):
+    path = fleet_file(f"""\
+        clusters:
+          - name: gcp-ml
+            cloud: gke
+            project: my-project
+            location: us-central1
+            cluster: ml-gke
+            pools:
+              - name: l4
+                instanceType: g2-standard-8
+                nodes: {{count: 1}}
+                labels: {{team: {"x" * 3_000_000}}}
+        """)
+    assert problems(path) == [
+        f"11: clusters[gcp-ml].pools[l4].labels.team: '{'x' * 98}… is not a Kubernetes label value "
+        "(at most 63 letters, digits, -, _ or .)"
     ]
 
 

@@ -74,6 +74,7 @@ class SyncRunRow(Base):
     pools_seen: Mapped[int] = mapped_column(default=0)
     drift: Mapped[int] = mapped_column(default=0)
     status: Mapped[str] = mapped_column(String(16), default="running")  # running | ok | failed
+    error: Mapped[str | None] = mapped_column(Text)  # why a run that crashed failed
 
 
 class DriftRow(Base):
@@ -84,6 +85,6 @@ class DriftRow(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
     pool: Mapped[str] = mapped_column(String(200))
-    kind: Mapped[str] = mapped_column(String(16))  # missing | extra | changed
-    fields: Mapped[list[Any]]  # [{field, fleet, cloud}] for changed
+    kind: Mapped[str] = mapped_column(String(16))  # missing | extra | changed | conflict
+    fields: Mapped[list[Any]]  # [{field, fleet, cloud}] for changed, [{message}] for a conflict
     detected_at: Mapped[datetime]

@@ -1,26 +1,44 @@
 """Reads and writes the catalog. Each cluster is written in one transaction; concurrent writers
 never corrupt it: SQLite serialises them (BEGIN IMMEDIATE), PostgreSQL locks the cluster's row
-(the upsert), and a listing older than the one already stored is not written over it."""
+(the upsert), and a listing older than the one already stored is not written over it. A catalog
+that cannot be opened is a CatalogError naming the URL (redacted) and what failed."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, case, create_engine, delete, event, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    case,
+    create_engine,
+    delete,
+    event,
+    exc,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from provisioner.capacity import Capacity
 from provisioner.catalog.models import ClusterRow, DriftRow, PoolRow, SyncRunRow
+from provisioner.catalog.url import CatalogError
 from provisioner.pools import PoolState
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+# pg_advisory_xact_lock key that serialises migrations: first uses at once (sync pods of one
+# CronJob) would otherwise race to create the same tables. A constant no other lock uses.
+MIGRATION_LOCK_KEY = 0x70726F765F6D6967  # "prov_mig"
+EXAMPLE_URLS = "sqlite:///PATH or postgresql+psycopg://USER@HOST/DATABASE"
 
 
 def default_url(sandbox: Path | None = None) -> str:
@@ -69,8 +87,9 @@ def now() -> datetime:
 
 class Store:
     def __init__(self, url: str):
-        self.url = url
-        self.engine = _engine(url)
+        self.url = url  # shown only through url.redacted: it may carry a password
+        with _url_errors(url):
+            self.engine = _engine(url)
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         self._sql = _Statements(self._insert)
         # SQLite takes one writer at a time: queue this process's writers here rather than have
@@ -86,14 +105,18 @@ class Store:
 
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        with self.engine.begin() as connection:
+        with _database_errors(self.url), self.engine.begin() as connection:
+            # One migrator at a time; the others wait, then find the schema at head. SQLite's
+            # BEGIN IMMEDIATE already serialises them; PostgreSQL holds this lock to the commit.
+            if connection.dialect.name == "postgresql":
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
     # Sync runs
 
     def start_run(self, shard: str | None) -> int:
-        with self.engine.begin() as conn:
+        with _database_errors(self.url), self.engine.begin() as conn:
             row = conn.execute(
                 self._insert(SyncRunRow)
                 .values(
@@ -109,7 +132,10 @@ class Store:
             )
             return row.scalar_one()
 
-    def finish_run(self, run_id: int, *, ok: int, failed: int, pools: int, drift: int) -> None:
+    def finish_run(
+        self, run_id: int, *, ok: int, failed: int, pools: int, drift: int, error: str | None = None
+    ) -> None:
+        """Close the run: failed if a cluster failed or the run itself crashed (with `error`)."""
         with self.engine.begin() as conn:
             conn.execute(
                 update(SyncRunRow)
@@ -120,7 +146,8 @@ class Store:
                     clusters_failed=failed,
                     pools_seen=pools,
                     drift=drift,
-                    status="failed" if failed else "ok",
+                    status="failed" if failed or error else "ok",
+                    error=error,
                 )
             )
 
@@ -356,11 +383,65 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat(timespec="seconds") if moment else None
 
 
+def reason_of(error: BaseException) -> str:
+    """The database's own words for a failed statement or connection: its first line, without
+    SQLAlchemy's SQL and parameters, nor psycopg's "connection to server at ... failed:" preamble."""
+    original = getattr(error, "orig", None) or error
+    lines = str(original).strip().splitlines() or [type(original).__name__]
+    return " ".join(lines[0].rpartition(" failed: ")[2].split())
+
+
+@contextlib.contextmanager
+def _url_errors(url: str) -> Iterator[None]:
+    """A URL SQLAlchemy cannot use, as a CatalogError that says why."""
+    try:
+        yield
+    except exc.NoSuchModuleError:
+        kind = url.partition(":")[0].partition("+")[0]
+        problem = f"no database kind {kind!r}; want e.g. {EXAMPLE_URLS}"
+        raise CatalogError(url, "not a valid catalog URL", problem) from None
+    except (exc.ArgumentError, ValueError):  # unparseable, or a port that is no number
+        raise CatalogError(url, "not a valid catalog URL", f"want e.g. {EXAMPLE_URLS}") from None
+    except ImportError as error:
+        raise CatalogError(url, "no driver for this kind of database is installed", str(error)) from None
+
+
+@contextlib.contextmanager
+def _database_errors(url: str) -> Iterator[None]:
+    """A database that cannot be reached or used, as a CatalogError that says which."""
+    try:
+        yield
+    except exc.DBAPIError as error:
+        reason = reason_of(error)
+        if "database" in reason and "does not exist" in reason:
+            problem = "no such database"
+        elif "file is not a database" in reason:
+            problem = "not a SQLite file"
+        elif isinstance(error, exc.OperationalError):
+            problem = "cannot connect"
+        else:
+            problem = "the database refused the catalog's schema"
+        raise CatalogError(url, problem, reason) from None
+
+
+def _make_parent(url: str, path: Path) -> None:
+    """Make the SQLite file's directory, or say why it cannot be made."""
+    existing = next(p for p in path.parents if p.exists())
+    if not existing.is_dir():
+        raise CatalogError(url, "cannot make its directory", f"{existing} is a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CatalogError(url, "cannot make its directory", f"{error.filename}: {error.strerror}") from None
+
+
 def _engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[1] if "///" in url else ""
+        path = url.split("///", 1)[1].partition("?")[0] if "///" in url else ""
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            if Path(path).is_dir():
+                raise CatalogError(url, "not a SQLite file", "it is a directory")
+            _make_parent(url, Path(path))
         engine = create_engine(url, connect_args={"timeout": 60})
 
         @event.listens_for(engine, "connect")

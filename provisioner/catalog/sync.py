@@ -1,15 +1,21 @@
-"""`provisioner sync`: observe clusters, all at once, and write each into the catalog."""
+"""`provisioner sync`: observe clusters, all at once, and write each into the catalog.
+
+A cluster that cannot be listed or written is recorded as failed (its rows kept) and the others
+go on; the run is always closed, as failed with its error if the sync itself crashed."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from provisioner.capacity import capacity
-from provisioner.catalog.store import ClusterIdentity, DriftFinding, ObservedPool, Store, now
+from provisioner.catalog.store import ClusterIdentity, DriftFinding, ObservedPool, Store, now, reason_of
 from provisioner.drivers import DriverError
 from provisioner.fleet import Cluster
 from provisioner.observe import Drivers, Observation, observe
@@ -33,6 +39,16 @@ class SyncReport:
     @property
     def ok(self) -> bool:
         return not self.failed
+
+    @property
+    def conflicts(self) -> list[tuple[str, str]]:
+        """(cluster, message) per fleet pool that an unowned pool holds: written, but never applied."""
+        return [
+            (cluster, finding.fields[0]["message"])
+            for cluster, findings in sorted(self.drift.items())
+            for finding in findings
+            if finding.kind == "conflict"
+        ]
 
 
 def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
@@ -62,7 +78,7 @@ def drift_of(compiled: CompiledCluster, observation: Observation) -> list[DriftF
         for change in planned.changes
     ]
     findings += [
-        DriftFinding(conflict.split()[1], "conflict", [{"message": conflict}])
+        DriftFinding(conflict.pool, "conflict", [{"message": conflict.message}])
         for conflict in planned.conflicts
     ]
     return findings
@@ -85,22 +101,31 @@ def sync(
     by_name = {c.cluster.name: c for c in mine}
     lock = threading.Lock()
 
+    def failed(who: ClusterIdentity, error: str, started: float) -> None:
+        # Best effort: a catalog that refused the cluster's rows may refuse this too; the run says it.
+        with contextlib.suppress(SQLAlchemyError):
+            store.record_failure(who, error)
+        with lock:
+            report.failed[who.name] = error
+            report.write_seconds += time.perf_counter() - started
+
     def write(observation: Observation) -> None:
         cluster = observation.cluster
         fleet_entry = by_name.get(cluster.name)
         who = identity(cluster, in_fleet=fleet_entry is not None)
         started = time.perf_counter()
         if observation.error is not None:
-            store.record_failure(who, str(observation.error))
-            with lock:
-                report.failed[cluster.name] = str(observation.error)
-                report.write_seconds += time.perf_counter() - started
+            failed(who, str(observation.error), started)
             return
         pools = [ObservedPool(p, capacity(cluster.cloud, p)) for p in observation.pools]
         if fleet_entry is None:  # discovered: its GPU pools only
             pools = [p for p in pools if p.capacity.gpu_model is not None]
         drift = drift_of(fleet_entry, observation) if fleet_entry is not None else []
-        store.record_cluster(who, pools, drift, now())
+        try:
+            store.record_cluster(who, pools, drift, now())
+        except SQLAlchemyError as error:  # its transaction rolled back: its rows are as they were
+            failed(who, f"cannot write to the catalog: {reason_of(error)}", started)
+            return
         with lock:
             report.written.append(cluster.name)
             report.pools += len(pools)
@@ -109,16 +134,25 @@ def sync(
             report.write_seconds += time.perf_counter() - started
 
     started = time.perf_counter()
-    observe([c.cluster for c in mine] + list(extra), drivers, policy, then=write)
-    report.wall_seconds = time.perf_counter() - started
-    report.written.sort()
-    store.finish_run(
-        report.run_id,
-        ok=len(report.written),
-        failed=len(report.failed),
-        pools=report.pools,
-        drift=sum(len(d) for d in report.drift.values()),
-    )
+    crash: str | None = None
+    try:
+        observe([c.cluster for c in mine] + list(extra), drivers, policy, then=write)
+    except BaseException as error:
+        crash = f"{type(error).__name__}: {error}"
+        raise
+    finally:
+        report.wall_seconds = time.perf_counter() - started
+        report.written.sort()
+        # After a crash, a catalog that cannot close the run must not hide the crash's own error.
+        with contextlib.suppress(SQLAlchemyError) if crash else contextlib.nullcontext():
+            store.finish_run(
+                report.run_id,
+                ok=len(report.written),
+                failed=len(report.failed),
+                pools=report.pools,
+                drift=sum(len(d) for d in report.drift.values()),
+                error=crash,
+            )
     return report
 
 

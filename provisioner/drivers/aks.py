@@ -81,6 +81,11 @@ class AksDriver:
         properties.update(
             {key: value for key, value in _properties(desired).items() if key in _IN_PLACE_PROPERTIES}
         )
+        if desired.spot:  # keep what AKS added to the Spot pool, as its GET showed it
+            aks = hardware.load().clouds["aks"]
+            properties["nodeLabels"] = {**properties["nodeLabels"], **aks.spot_labels}
+            spot_taints = [str(t) for t in aks.spot_taints if str(t) not in properties["nodeTaints"]]
+            properties["nodeTaints"] = [*properties["nodeTaints"], *spot_taints]
         scaling = desired.scaling
         if scaling.autoscaling:
             # The autoscaler owns the node count: keep it, inside the new bounds, rather than
@@ -199,6 +204,13 @@ def _properties(desired: PoolState) -> dict[str, Any]:
 
 def _observed(pool: Any) -> PoolState:
     machine = hardware.load().instance_type("aks", pool.vm_size or "")
+    spot = _text(pool.scale_set_priority) == "Spot"
+    labels = dict(pool.node_labels or {})
+    taints = [_taint(t) for t in pool.node_taints or []]
+    if spot:  # what AKS adds to every Spot pool is the cloud's, not the fleet's: leave it out
+        aks = hardware.load().clouds["aks"]
+        labels = {k: v for k, v in labels.items() if aks.spot_labels.get(k) != v}
+        taints = [t for t in taints if t not in aks.spot_taints]
     scaling = (
         Scaling(pool.min_count or 0, pool.max_count or 0, autoscaling=True)
         if pool.enable_auto_scaling
@@ -212,11 +224,11 @@ def _observed(pool: Any) -> PoolState:
         else 0,  # AKS reports no count: the VM size has it
         mig_setting=_text(pool.gpu_instance_profile),
         sharing=None,  # the device plugin shares GPUs on AKS, from a node label
-        spot=_text(pool.scale_set_priority) == "Spot",
+        spot=spot,
         disk_size_gb=pool.os_disk_size_gb,
         scaling=scaling,
-        labels=tuple((pool.node_labels or {}).items()),
-        taints=tuple(_taint(t) for t in pool.node_taints or []),
+        labels=tuple(labels.items()),
+        taints=tuple(taints),
         owned=(pool.tags or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(_text(pool.provisioning_state) or "", "changing"),
         nodes=pool.count,

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from ruamel.yaml import YAML
 
+from provisioner.pools import Taint
+
 _PROFILE_NAME = re.compile(r"^(?P<compute>\d+)g\.(?P<memory>\d+)gb$")
 
 
@@ -66,6 +68,20 @@ class SharingMode:
 
 
 @dataclass(frozen=True)
+class PoolLimits:
+    """What a cloud's API refuses in a pool beyond Kubernetes' own rules (clouds.yaml `limits`)."""
+
+    max_nodes: int  # per pool (GKE: per zone), for count and the autoscaling maximum
+    min_disk_size_gb: int | None = None
+    max_disk_size_gb: int | None = None
+    max_label_key_length: int | None = None  # the whole key, prefix included
+    min_label_value_length: int = 0
+    max_taint_key_length: int | None = None
+    max_taints: int | None = None  # the GPU taint provisioner adds counts too
+    reserved_label_prefixes: Mapping[str, str] = field(default_factory=dict)  # prefix -> why
+
+
+@dataclass(frozen=True)
 class CloudProfile:
     key: str  # "aks"
     title: str  # "AKS"
@@ -78,9 +94,12 @@ class CloudProfile:
     sharing_via: Literal["pool-field", "device-plugin"]
     sharing_modes: Mapping[str, SharingMode]
     gpu_operator_values: Mapping[str, Any]
+    spot_labels: Mapping[str, str]  # what the cloud writes into a Spot pool's own labels
+    spot_taints: tuple[Taint, ...]  # ... and taints
     in_place: frozenset[str]  # PoolState fields the cloud changes on an existing pool
     driver: str  # "module:Class" of its Driver
     emulator: str  # "module:Class" of its sandbox emulator
+    limits: PoolLimits
 
     def mig_profiles(self, gpu: Gpu) -> list[MigProfile]:
         """The MIG profiles this cloud can partition `gpu` into, smallest first."""
@@ -99,10 +118,17 @@ class CloudProfile:
 
 
 @dataclass(frozen=True)
+class HelmChart:
+    repo: str  # e.g. "nvidia/gpu-operator"
+    version: str  # the chart version the rendered values are checked against
+
+
+@dataclass(frozen=True)
 class Hardware:
     gpus: Mapping[str, Gpu]
     instance_types: Mapping[str, Mapping[str, InstanceType]]  # cloud -> name -> type
     clouds: Mapping[str, CloudProfile]
+    gpu_operator_chart: HelmChart
 
     def instance_type(self, cloud: str, name: str) -> InstanceType | None:
         return self.instance_types.get(cloud, {}).get(name)
@@ -144,6 +170,12 @@ def _instance_type(cloud: str, name: str, row: Mapping[str, Any], gpus: Mapping[
     )
 
 
+def _taint(text: str) -> Taint:
+    key_value, _, effect = text.rpartition(":")
+    key, _, value = key_value.partition("=")
+    return Taint(key, value, effect)  # type: ignore[arg-type]
+
+
 def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
     modes = {
         mode: SharingMode(
@@ -166,9 +198,26 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         sharing_via=row["sharing"]["via"],
         sharing_modes=modes,
         gpu_operator_values=row.get("gpuOperator", {}),
+        spot_labels=row.get("spotAdds", {}).get("labels", {}),
+        spot_taints=tuple(_taint(t) for t in row.get("spotAdds", {}).get("taints", [])),
         in_place=frozenset(row["inPlace"]),
         driver=row["driver"],
         emulator=row["emulator"],
+        limits=_limits(row["limits"]),
+    )
+
+
+def _limits(row: Mapping[str, Any]) -> PoolLimits:
+    disk = row.get("diskSizeGb", {})
+    return PoolLimits(
+        max_nodes=row["nodes"]["max"],
+        min_disk_size_gb=disk.get("min"),
+        max_disk_size_gb=disk.get("max"),
+        max_label_key_length=row.get("labelKey", {}).get("maxLength"),
+        min_label_value_length=row.get("labelValue", {}).get("minLength", 0),
+        max_taint_key_length=row.get("taintKey", {}).get("maxLength"),
+        max_taints=row.get("taints", {}).get("max"),
+        reserved_label_prefixes=row.get("reservedLabelPrefixes", {}),
     )
 
 
@@ -185,5 +234,7 @@ def load() -> Hardware:
         cloud: {name: _instance_type(cloud, name, row, gpus) for name, row in rows.items()}
         for cloud, rows in _read("instance_types.yaml").items()
     }
-    clouds = {key: _cloud(key, row) for key, row in _read("clouds.yaml")["clouds"].items()}
-    return Hardware(gpus=gpus, instance_types=types, clouds=clouds)
+    cloud_rows = _read("clouds.yaml")
+    clouds = {key: _cloud(key, row) for key, row in cloud_rows["clouds"].items()}
+    chart = HelmChart(**cloud_rows["gpuOperatorChart"])
+    return Hardware(gpus=gpus, instance_types=types, clouds=clouds, gpu_operator_chart=chart)

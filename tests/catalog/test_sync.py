@@ -220,3 +220,130 @@ def test_sync_of_one_shard_writes_only_its_clusters(world: World, catalog_url: s
     assert result.exit_code == 0
     assert set(json.loads(result.stdout)["written"]) == mine
     assert world.run("sync", str(world.fleet), "--shard", "3/3").exit_code == 2  # a usage error
+
+
+GKE_DEFAULT_POOL_IN_FLEET = "      - {name: default-pool, instanceType: g2-standard-8, nodes: {count: 1}}\n"
+CONFLICT = (
+    "pool default-pool exists but was not created by provisioner; it is left alone "
+    "(rename the pool in the fleet, or remove the existing one yourself)"
+)
+
+
+def test_a_fleet_pool_an_unowned_pool_holds_is_conflict_drift_and_the_run_closes(
+    world: World, catalog_url: str
+):
+    world.edit(lambda pools: {**pools, "gke": pools["gke"] + GKE_DEFAULT_POOL_IN_FLEET})
+    result = world.run("sync", str(world.fleet))
+    assert result.exit_code == 1
+    assert f"drift gcp/default-pool: conflict ({CONFLICT})" in result.stdout
+    assert result.stderr == f"error: gcp: {CONFLICT}\n"
+    drift = json.loads(world.run("catalog", "drift", "--json", "--cluster", "gcp").stdout)
+    assert [(d["pool"], d["kind"], d["fields"]) for d in drift] == [
+        ("default-pool", "conflict", [{"message": CONFLICT}])
+    ]
+    run = Store(catalog_url).runs()[-1]
+    assert (run["status"], run["clusters_ok"], run["clusters_failed"], run["drift"], run["error"]) == (
+        "ok",
+        3,
+        0,
+        1,
+        None,
+    )
+    assert run["finished_at"] is not None
+
+
+def test_a_sync_that_crashes_still_closes_its_run_as_failed(world: World, catalog_url: str):
+    store = Store(catalog_url)
+
+    class Unlistable(Drivers):  # a cloud whose driver cannot even be made: a crash, not a cluster error
+        def __call__(self, cloud: str):
+            raise RuntimeError(f"no driver for {cloud}")
+
+    with pytest.raises(RuntimeError):
+        sync(compile_file(world.fleet).clusters, Unlistable(world.sandbox.directory), store)
+    run = store.runs()[-1]
+    assert (run["status"], run["error"]) == ("failed", "RuntimeError: no driver for aks")
+    assert run["finished_at"] is not None
+
+
+def _refuse_pool_rows_of(catalog_url: str, cluster: str) -> None:
+    """A database trigger that refuses every pool row of one cluster: its write fails for real."""
+    from sqlalchemy import text
+
+    store = Store(catalog_url)
+    theirs = f"NEW.cluster_id = (SELECT id FROM clusters WHERE name = '{cluster}')"
+    with store.engine.begin() as conn:
+        if store.engine.dialect.name == "sqlite":
+            for event in ("INSERT", "UPDATE"):
+                conn.execute(
+                    text(
+                        f"CREATE TRIGGER refuse_{event.lower()} BEFORE {event} ON pools WHEN {theirs} "
+                        "BEGIN SELECT RAISE(ABORT, 'pool rows of this cluster are refused'); END"
+                    )
+                )
+        else:
+            conn.execute(
+                text(
+                    "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    f"IF {theirs} THEN RAISE EXCEPTION 'pool rows of this cluster are refused'; END IF; "
+                    "RETURN NEW; END $$"
+                )
+            )
+            conn.execute(
+                text(
+                    "CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON pools "
+                    "FOR EACH ROW EXECUTE FUNCTION refuse()"
+                )
+            )
+
+
+def test_a_cluster_that_fails_to_write_is_recorded_failed_and_the_others_are_written(
+    world: World, catalog_url: str
+):
+    def gcp_rows() -> dict[str, dict]:  # the pool rows as stored (their cluster's status aside)
+        return {r["pool"]: {**r, "cluster_status": None} for r in listed(world) if r["cluster"] == "gcp"}
+
+    before = gcp_rows()
+    _refuse_pool_rows_of(catalog_url, "gcp")
+    result = world.run("sync", str(world.fleet))
+    assert result.exit_code == 1
+    assert "Synced 2 clusters (8 pools)" in result.stdout
+    reason = "cannot write to the catalog: pool rows of this cluster are refused"
+    assert result.stderr == (
+        f"error: gcp: {reason} (its catalog rows are kept as they were)\nsync failed for: gcp\n"
+    )
+    store = Store(catalog_url)
+    gcp = next(c for c in store.clusters() if c["cluster"] == "gcp")
+    assert (gcp["status"], gcp["last_error"]) == ("error", reason)
+    assert gcp_rows() == before and len(before) == 4
+    run = store.runs()[-1]
+    assert (run["status"], run["clusters_ok"], run["clusters_failed"], run["error"]) == ("failed", 2, 1, None)
+    assert run["finished_at"] is not None
+
+
+@pytest.mark.parametrize("catalog_url", ["postgresql"], indirect=True)
+def test_sync_never_prints_a_password_from_the_query_string(world: World, catalog_url: str):
+    database = catalog_url.rsplit("/", 1)[1]
+    url = f"postgresql+psycopg:///{database}?host=127.0.0.1&port=5432&user=postgres&password=hunter2"
+    result = world.run("sync", str(world.fleet), "--catalog", url)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == (
+        f"Synced 3 clusters (12 pools) into postgresql+psycopg:///{database}"
+        "?host=127.0.0.1&port=5432&user=postgres&password=***"
+    )
+    assert "hunter2" not in result.output
+
+
+def test_apply_with_a_catalog_it_cannot_open_changes_no_cloud(tmp_path: Path):
+    world = World(tmp_path, SandboxSettings())
+    try:
+        closed = "postgresql+psycopg://postgres:hunter2@127.0.0.1:1/catalog"
+        result = world.run("apply", str(world.fleet), "--auto-approve", "--catalog", closed)
+        assert result.exit_code == 1
+        assert result.stderr == (
+            "error: catalog postgresql+psycopg://postgres:***@127.0.0.1:1/catalog: "
+            "cannot connect (Connection refused)\n"
+        )
+        assert world.plan_json()["summary"]["create"] == 9  # nothing was made
+    finally:
+        world.sandbox.stop()

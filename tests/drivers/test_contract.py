@@ -40,3 +40,36 @@ def test_an_aks_label_change_keeps_the_autoscalers_node_count(sandbox, contract_
     updated = driver.update_pool(compiled.cluster, dataclasses.replace(want, labels=(("team", "ml"),)))
     assert updated.nodes == 2
     driver.delete_pool(compiled.cluster, "keepcount")
+
+
+def test_an_aks_spot_pool_reads_back_as_desired_and_keeps_what_aks_added(sandbox, contract_fleet):
+    """AKS writes its Spot label and taint into the pool's own nodeLabels / nodeTaints: they are the
+    cloud's, so the driver reads the pool back as the fleet wants it, and updates keep them."""
+    import dataclasses
+
+    from provisioner.drivers import connect
+    from provisioner.pools import Taint
+    from provisioner.sharing import desired_state
+
+    compiled = contract_fleet.cluster("aks-contract")
+    driver = connect("aks", sandbox.directory)
+    want = dataclasses.replace(desired_state(compiled.pools[0]), name="spotback")  # spot: true
+    assert want.spot
+    created = driver.create_pool(compiled.cluster, want)
+    listed = {p.name: p for p in driver.list_pools(compiled.cluster)}["spotback"]
+    for read in (created, listed):
+        assert want.differences(read) == []
+        assert (read.labels, read.taints) == (want.labels, want.taints)
+    changed = dataclasses.replace(want, labels=(("team", "ml"),), taints=(Taint("a", "b", "NoExecute"),))
+    updated = driver.update_pool(compiled.cluster, changed)
+    assert changed.differences(updated) == []
+    assert (updated.labels, updated.taints) == ((("team", "ml"),), (Taint("a", "b", "NoExecute"),))
+    backend = sandbox.emulators["aks"].backend
+    key = next(k for k in backend.engine.clusters() if k.endswith("/contract-aks"))
+    on_the_cloud = backend.engine.cluster(key).pools["spotback"]
+    assert on_the_cloud["nodeLabels"] == {"team": "ml", "kubernetes.azure.com/scalesetpriority": "spot"}
+    assert on_the_cloud["nodeTaints"] == [
+        "a=b:NoExecute",
+        "kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
+    ]
+    driver.delete_pool(compiled.cluster, "spotback")

@@ -78,6 +78,20 @@ class TestGke:
                 gke_pool("nopart", gpuPartitionSize="1g.10gb"),
                 "GPU partition size 1g.10gb is not supported for nvidia-tesla-a100",
             ),
+            (
+                gke_pool("fourg", gpuPartitionSize="4g.20gb"),
+                "GPU partition size 4g.20gb is not supported for nvidia-tesla-a100; supported: "
+                "1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb.",
+            ),
+            (
+                gke_pool(
+                    "fourg80",
+                    machine="a3-highgpu-1g",
+                    acceleratorType="nvidia-h100-80gb",
+                    gpuPartitionSize="4g.40gb",
+                ),
+                "GPU partition size 4g.40gb is not supported for nvidia-h100-80gb",
+            ),
             (gke_pool("wrongacc", machine="g2-standard-8"), "Machine type g2-standard-8 takes nvidia-l4"),
             (gke_pool("toomany", acceleratorCount="2"), "takes 1 nvidia-tesla-a100, not 2"),
             (
@@ -94,6 +108,24 @@ class TestGke:
         status, code, text = gke_error(response)
         assert (status, code) == (400, "INVALID_ARGUMENT")
         assert message in text
+
+    def test_disks_below_the_minimum_are_refused_on_create_and_update(self, url):
+        small = gke_pool("smalldisk")
+        small["nodePool"]["config"]["diskSizeGb"] = 11
+        status, code, text = gke_error(requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=small))
+        assert (status, code, text) == (
+            400,
+            "INVALID_ARGUMENT",
+            "Disk size 11 GB is too small: the smallest allowed is 12 GB.",
+        )
+        smallest = gke_pool("smalldisk")
+        smallest["nodePool"]["config"]["diskSizeGb"] = 12
+        wait_gke_idle(url, requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=smallest).json())
+        status, code, text = gke_error(
+            requests.put(f"{url}{GKE_CLUSTER}/nodePools/smalldisk", json={"diskSizeGb": "11"})
+        )
+        assert (status, code) == (400, "INVALID_ARGUMENT") and "smallest allowed is 12 GB" in text
+        wait_gke_idle(url, requests.delete(f"{url}{GKE_CLUSTER}/nodePools/smalldisk").json())
 
     def test_duplicate_taints_names_and_fixed_fields(self, url):
         body = gke_pool("dup")
@@ -183,12 +215,42 @@ class TestAks:
             ("toolongpoolname", {}, "Agent pool name"),
             ("taint", {"nodeTaints": ["k=v:Sometimes"]}, "Taint 'k=v:Sometimes' is invalid"),
             ("bounds", {"enableAutoScaling": True, "minCount": 3, "maxCount": 1}, "minCount <= maxCount"),
+            (
+                "bigdisk",
+                {"osDiskSizeGB": 2049},
+                "The value of parameter osDiskSizeGB is invalid: 2049 is not in [0, 2048].",
+            ),
         ],
     )
     def test_invalid_pools_are_refused(self, url, name, properties, message):
         response = aks_put(url, name, **properties)
         assert response.status_code == 400
         assert message in response.json()["error"]["message"]
+
+    def test_a_spot_pool_carries_the_label_and_taint_aks_adds(self, url):
+        """`az aks nodepool show` of a Spot pool (AKS spot-node-pool docs) lists both, and an update
+        that leaves them out does not remove them."""
+        created = aks_put(
+            url, "spotty", scaleSetPriority="Spot", nodeLabels={"team": "ml"}, nodeTaints=["a=b:NoSchedule"]
+        )
+        wait_aks(created)
+        updated = aks_put(url, "spotty", scaleSetPriority="Spot", nodeLabels={}, nodeTaints=[])
+        wait_aks(updated)
+        for response in (created, updated):
+            assert response.status_code in (200, 201)
+        shown = requests.get(f"{url}{AKS_CLUSTER}/agentPools/spotty", params=API_VERSION, headers=BEARER)
+        properties = shown.json()["properties"]
+        assert properties["nodeLabels"] == {"kubernetes.azure.com/scalesetpriority": "spot"}
+        assert properties["nodeTaints"] == ["kubernetes.azure.com/scalesetpriority=spot:NoSchedule"]
+        assert created.json()["properties"]["nodeLabels"] == {
+            "team": "ml",
+            "kubernetes.azure.com/scalesetpriority": "spot",
+        }
+        assert created.json()["properties"]["nodeTaints"] == [
+            "a=b:NoSchedule",
+            "kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
+        ]
+        wait_aks(requests.delete(f"{url}{AKS_CLUSTER}/agentPools/spotty", params=API_VERSION, headers=BEARER))
 
 
 class TestEks:
@@ -228,6 +290,18 @@ class TestEks:
                 {"scalingConfig": {"minSize": 3, "maxSize": 1, "desiredSize": 1}},
                 "can't be greater than maximum",
             ),
+            (
+                {"labels": {"example.com/" + "k" * 52: "v"}},
+                f"The label key 'example.com/{'k' * 52}' must be 1 to 63 characters long.",
+            ),
+            (
+                {"taints": [{"key": "example.com/" + "k" * 52, "value": "v", "effect": "NO_SCHEDULE"}]},
+                f"The taint key 'example.com/{'k' * 52}' must be 1 to 63 characters long.",
+            ),
+            (
+                {"taints": [{"key": f"t{i}", "effect": "NO_SCHEDULE"} for i in range(51)]},
+                "A node group can have at most 50 taints.",
+            ),
         ],
     )
     def test_what_moto_accepts_but_eks_refuses(self, eks, overrides, message):
@@ -235,6 +309,44 @@ class TestEks:
             self.create(eks, **overrides)
         assert caught.value.response["Error"]["Code"] == "InvalidParameterException"
         assert message in caught.value.response["Error"]["Message"]
+
+    def test_an_empty_label_value_is_refused_over_the_wire(self, sandbox: Sandbox):
+        """botocore refuses it before sending (labelValue min 1), so it is sent as raw JSON."""
+        response = requests.post(
+            f"{sandbox.endpoints['eks']}/clusters/contract-eks/node-groups",
+            json={
+                "nodegroupName": "emptylabel",
+                "nodeRole": "arn:aws:iam::123456789012:role/contract-nodes",
+                "subnets": ["subnet-0c0ffee1"],
+                "labels": {"team": ""},
+            },
+        )
+        assert (response.status_code, response.headers["x-amzn-ErrorType"]) == (
+            400,
+            "InvalidParameterException",
+        )
+        assert response.json() == {"message": "The label value '' must be 1 to 63 characters long."}
+
+    def test_updates_are_held_to_the_same_label_rules(self, eks):
+        self.create(eks, nodegroupName="labelrules")
+        deadline = time.monotonic() + 5
+        while (
+            eks.describe_nodegroup(clusterName="contract-eks", nodegroupName="labelrules")["nodegroup"][
+                "status"
+            ]
+            != "ACTIVE"
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        with pytest.raises(ClientError) as caught:
+            eks.update_nodegroup_config(
+                clusterName="contract-eks",
+                nodegroupName="labelrules",
+                labels={"addOrUpdateLabels": {"k" * 64: "v"}},
+            )
+        assert caught.value.response["Error"]["Code"] == "InvalidParameterException"
+        assert "label key" in caught.value.response["Error"]["Message"]
+        eks.delete_nodegroup(clusterName="contract-eks", nodegroupName="labelrules")
 
     def test_node_groups_take_time_and_updates_can_be_described(self, eks):
         assert self.create(eks)["nodegroup"]["status"] == "CREATING"

@@ -18,6 +18,12 @@ TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>NoSchedule|
 # Set at creation only: a change needs a new pool.
 IMMUTABLE = ("vmSize", "gpuInstanceProfile", "osDiskSizeGB", "scaleSetPriority")
 DEFAULT_OS_DISK_GB = 128
+# What AKS writes into a Spot pool's own nodeLabels / nodeTaints, as `az aks nodepool show` lists
+# them (learn.microsoft.com/azure/aks/spot-node-pool).
+SPOT_LABELS = {"kubernetes.azure.com/scalesetpriority": "spot"}
+SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
+# agentPools spec (azure-rest-api-specs, ContainerServiceOSDisk): osDiskSizeGB minimum 0, maximum 2048.
+OS_DISK_GB = (0, 2048)
 SYSTEM_VM_SIZE = re.compile(r"^Standard_[DE]\d+[a-z]*s?_v\d$")  # general-purpose sizes for system pools
 
 
@@ -126,6 +132,9 @@ class AksBackend:
         }
         if filled.get("scaleSetPriority") == "Spot":
             filled.setdefault("scaleSetEvictionPolicy", "Delete")
+            filled["nodeLabels"] = {**(filled.get("nodeLabels") or {}), **SPOT_LABELS}
+            taints = filled.get("nodeTaints") or []
+            filled["nodeTaints"] = taints if SPOT_TAINT in taints else [*taints, SPOT_TAINT]
         return {k: v for k, v in filled.items() if v is not None and k != "provisioningState"}
 
     def _check_new(self, name: str, properties: dict[str, Any]) -> None:
@@ -161,6 +170,13 @@ class AksBackend:
 
     @staticmethod
     def _check_common(properties: dict[str, Any]) -> None:
+        disk, (low, high) = properties.get("osDiskSizeGB"), OS_DISK_GB
+        if not isinstance(disk, int) or not low <= disk <= high:
+            raise ApiError(
+                400,
+                "InvalidParameter",
+                f"The value of parameter osDiskSizeGB is invalid: {disk!r} is not in [{low}, {high}].",
+            )
         for taint in properties.get("nodeTaints") or []:
             if not TAINT.match(taint):
                 raise ApiError(

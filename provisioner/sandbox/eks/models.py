@@ -35,6 +35,9 @@ AMI_TYPES = (
     "AL2023_ARM_64_NVIDIA",
 )
 MAX_TAINTS = 50
+# (min, max) length of each, from botocore's EKS model (data/eks/2017-11-01/service-2.json shapes
+# labelKey, labelValue, taintKey, taintValue). botocore checks minimums client-side, not maximums.
+LENGTHS = {"label key": (1, 63), "label value": (1, 63), "taint key": (1, 63), "taint value": (0, 63)}
 
 
 def invalid(message: str) -> ApiError:
@@ -51,12 +54,14 @@ def check_create(body: dict[str, Any]) -> None:
     if body.get("amiType", "AL2023_x86_64_STANDARD") not in AMI_TYPES:
         raise invalid(f"amiType {body.get('amiType')!r} is not supported.")
     _check_scaling(body.get("scalingConfig") or {})
+    _check_labels(body.get("labels") or {})
     _check_taints(body.get("taints") or [])
 
 
 def check_update(body: dict[str, Any], current: dict[str, Any]) -> None:
     taints = body.get("taints") or {}
     _check_taints(taints.get("addOrUpdateTaints") or [])
+    _check_labels((body.get("labels") or {}).get("addOrUpdateLabels") or {})
     scaling = {**current.get("scalingConfig", {}), **(body.get("scalingConfig") or {})}
     _check_scaling(scaling)
 
@@ -72,10 +77,25 @@ def _check_scaling(scaling: dict[str, int]) -> None:
         raise invalid(f"Desired capacity {desired} must be between {low} and {high}.")
 
 
+def _check_length(what: str, value: Any) -> None:
+    low, high = LENGTHS[what]
+    if not isinstance(value, str) or not low <= len(value) <= high:
+        shown = repr(value) if len(str(value)) <= 80 else f"{str(value)[:80]!r}..."
+        raise invalid(f"The {what} {shown} must be {low} to {high} characters long.")
+
+
+def _check_labels(labels: dict[str, Any]) -> None:
+    for key, value in labels.items():
+        _check_length("label key", key)
+        _check_length("label value", value)
+
+
 def _check_taints(taints: list[dict[str, Any]]) -> None:
     if len(taints) > MAX_TAINTS:
         raise invalid(f"A node group can have at most {MAX_TAINTS} taints.")
     for taint in taints:
+        _check_length("taint key", taint.get("key"))
+        _check_length("taint value", taint.get("value", ""))
         if taint.get("effect") not in TAINT_EFFECTS:
             raise invalid(
                 f"Taint effect {taint.get('effect')!r} is invalid; allowed: {', '.join(TAINT_EFFECTS)}."

@@ -19,6 +19,33 @@ SHARING_STRATEGIES = ("TIME_SHARING", "MPS")
 MAX_SHARED_CLIENTS = (2, 48)
 # Node-pool fields UpdateNodePool changes; anything else on a pool is fixed at creation.
 UPDATABLE = ("labels", "taints", "resource_labels", "disk_size_gb")
+# gpuPartitionSize values a pool of each accelerator type can run: those GKE's partitioner knows
+# for it (container-engine-accelerators partition_gpu/partition_gpu.go, by its per-GPU comments)
+# that its device plugin also accepts (pkg/gpu/nvidia/mig/mig.go gpuPartitionSizeMaxCount, which
+# lacks 4g.20gb and 4g.40gb: the plugin fails at start on them). Both key on the size name alone,
+# so the A3 Mega H100s take the H100 80GB sizes. The emulator's own table, not the tool's data.
+_H100_80GB_SIZES = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "7g.80gb")
+PARTITION_SIZES: dict[str, tuple[str, ...]] = {
+    "nvidia-tesla-a100": ("1g.5gb", "2g.10gb", "3g.20gb", "7g.40gb"),
+    "nvidia-a100-80gb": ("1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"),
+    "nvidia-h100-80gb": _H100_80GB_SIZES,
+    "nvidia-h100-mega-80gb": _H100_80GB_SIZES,
+    "nvidia-h200-141gb": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+    "nvidia-b200": ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
+    "nvidia-rtx-pro-6000": (
+        "1g.24gb",
+        "1g.24gb+me",
+        "1g.24gb+gfx",
+        "1g.24gb+me.all",
+        "1g.24gb-me",
+        "2g.48gb",
+        "2g.48gb+gfx",
+        "2g.48gb+me.all",
+        "2g.48gb-me",
+        "4g.96gb",
+        "4g.96gb+gfx",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -54,6 +81,9 @@ class NodePool:
 
 
 DEFAULT_DISK_SIZE_GB = 100
+# NodeConfig.diskSizeGb (container v1 API reference): "The smallest allowed disk size is 12 GB"
+# (15 GB from GKE 1.36.3-gke.1480000); 0 asks for the default.
+MIN_DISK_SIZE_GB = 12
 
 
 def cluster_key(project: str, location: str, cluster: str) -> str:
@@ -128,6 +158,7 @@ class GkeBackend:
                     400, "INVALID_ARGUMENT", f"Node pool field(s) {', '.join(fixed)} cannot be updated."
                 )
             updated = replace(current, **changes)
+            self._check_disk(updated.disk_size_gb)
             self._check_taints(updated.taints)
             return self._change(key, name, "update", updated)
 
@@ -165,6 +196,7 @@ class GkeBackend:
             )
         if pool.node_count < 0:
             raise ApiError(400, "INVALID_ARGUMENT", "initialNodeCount must be >= 0.")
+        self._check_disk(pool.disk_size_gb)
         self._check_taints(pool.taints)
         self._check_autoscaling(pool.autoscaling)
         if len(pool.accelerators) > 1:
@@ -195,7 +227,7 @@ class GkeBackend:
                 f"Machine type {machine_type} takes {allowed} {accelerator.type}, not {accelerator.count}.",
             )
         if accelerator.partition_size:
-            sizes = [p.name for p in self._rules.mig_profiles(machine.gpu)]
+            sizes = PARTITION_SIZES.get(accelerator.type, ())
             if accelerator.partition_size not in sizes:
                 raise ApiError(
                     400,
@@ -213,6 +245,15 @@ class GkeBackend:
                 raise ApiError(
                     400, "INVALID_ARGUMENT", f"maxSharedClientsPerGpu must be between {low} and {high}."
                 )
+
+    @staticmethod
+    def _check_disk(size_gb: int) -> None:
+        if size_gb and size_gb < MIN_DISK_SIZE_GB:
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"Disk size {size_gb} GB is too small: the smallest allowed is {MIN_DISK_SIZE_GB} GB.",
+            )
 
     @staticmethod
     def _check_taints(taints: tuple[tuple[str, str, str], ...]) -> None:
