@@ -19,12 +19,12 @@ from typing import Protocol
 
 from provisioner.actions import Action
 from provisioner.drivers import OPERATION_TIMEOUT, ClusterRef, Driver, wait_until
-from provisioner.errors import CloudError, NotFound, OperationFailed, ProvisionerError, StalePlan
-from provisioner.locks import FileLocks
+from provisioner.errors import CloudError, NotFound, OperationFailed, ProvisionerError, StalePlan, Unreachable
+from provisioner.locks import Locks
 from provisioner.observe import Drivers
 from provisioner.plan import Change, ClusterPlan, Plan, fingerprint
 from provisioner.pools import PoolState
-from provisioner.retry import RetryPolicy
+from provisioner.retry import OUTAGE_WINDOW, Patience, RetryPolicy, patient
 
 MAX_PARALLEL_CLUSTERS = 32
 
@@ -37,6 +37,7 @@ class Outcome:
     done: bool
     message: str = ""
     seconds: float = 0.0
+    unreachable: bool = False  # the cloud stayed unreachable past the outage window
 
 
 @dataclass
@@ -80,11 +81,12 @@ class SilentReporter:
 @dataclass
 class Applier:
     drivers: Drivers
-    locks: FileLocks
+    locks: Locks
     lock_timeout: float = 300.0
     policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(attempts=12))
     operation_timeout: float = OPERATION_TIMEOUT
     reporter: Reporter = field(default_factory=SilentReporter)
+    outage_window: float = OUTAGE_WINDOW  # an unreachable cloud is given up on after this long
 
     def run(self, plan: Plan) -> ApplyResult:
         work = [c for c in plan.clusters if c.changes]
@@ -101,11 +103,34 @@ class Applier:
         target = planned.target
         driver = self.drivers(target.cloud)
         try:
-            with self.locks.hold(target.ref.key, self.lock_timeout, f"cluster {target.name}"):
+            with (
+                self.locks.hold(target.ref.key, self.lock_timeout, f"cluster {target.name}"),
+                patient(Patience(self.outage_window, self._cluster_retrying(target.name))),
+            ):
                 self._settle(driver, target.ref, planned)
-                return [self._carry_out(driver, target.ref, change) for change in planned.changes]
+                outcomes: list[Outcome] = []
+                for change in planned.changes:
+                    gone = next((o for o in outcomes if o.unreachable), None)
+                    if gone is not None:  # a cloud given up on is not waited out again per change
+                        message = f"not attempted: {target.name} is unreachable"
+                        outcomes.append(Outcome(target.name, change.pool, change.action, False, message))
+                    else:
+                        outcomes.append(self._carry_out(driver, target.ref, change))
+                return outcomes
         except ProvisionerError as error:  # the lock, the settling or the staleness check
             return [Outcome(target.name, c.pool, c.action, False, str(error)) for c in planned.changes]
+
+    def _cluster_retrying(self, cluster: str) -> Callable[[CloudError, float], None]:
+        """Retries before any change starts (settling), told once per reason, not once per poll."""
+        told: list[str] = []
+
+        def report(error: CloudError, delay: float) -> None:
+            if told != [type(error).__name__]:
+                told[:] = [type(error).__name__]
+                words = " ".join(str(error).split())[:160]
+                self.reporter.cluster_waiting(cluster, f"retrying: {type(error).__name__}: {words}")
+
+        return report
 
     def _settle(self, driver: Driver, cluster: ClusterRef, planned: ClusterPlan) -> None:
         """Wait for operations still running in the cluster, then refuse if it changed since the plan."""
@@ -135,23 +160,34 @@ class Applier:
         }
         name = change.cluster
         try:
-            for step in change.action.steps:
-                self.policy.call(
-                    steps[step],
-                    on_retry=lambda error, delay: self.reporter.change_retrying(change, error, delay),
-                )
+            with patient(Patience(self.outage_window, self._change_retrying(change))):
+                for step in change.action.steps:
+                    self.policy.call(steps[step], on_retry=self._change_retrying(change))
         except CloudError as error:
-            outcome = Outcome(name, change.pool, change.action, False, str(error), time.monotonic() - started)
+            outcome = Outcome(
+                name,
+                change.pool,
+                change.action,
+                False,
+                str(error),
+                time.monotonic() - started,
+                unreachable=isinstance(error, Unreachable),
+            )
         else:
             outcome = Outcome(name, change.pool, change.action, True, "", time.monotonic() - started)
         self.reporter.change_finished(outcome)
         return outcome
+
+    def _change_retrying(self, change: Change) -> Callable[[CloudError, float], None]:
+        return lambda error, delay: self.reporter.change_retrying(change, error, delay)
 
     def _create(self, driver: Driver, cluster: ClusterRef, change: Change) -> None:
         """Create, or, where an earlier attempt's request did reach the cloud, wait for that pool."""
         assert change.desired is not None
         try:
             driver.create_pool(cluster, change.desired)
+        except Unreachable:
+            raise  # given up on already: looking for the pool would wait the outage out again
         except CloudError:
             existing = {p.name: p for p in driver.list_pools(cluster)}.get(change.pool)
             if existing is None or not existing.owned:

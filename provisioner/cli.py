@@ -7,10 +7,11 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from provisioner import __version__
 from provisioner.errors import FleetError, ProvisionerError
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
     from provisioner.plan import Plan
     from provisioner.sharing import CompiledFleet
 
-# Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup.
+# Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup. What
+# does go through rich has every value from the user or a cloud escaped (rich.markup.escape).
 # Piped output gets room for whole instance-type names rather than a terminal's default 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 132)
 
@@ -41,6 +43,12 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _os_error(doing: str, exc: OSError) -> NoReturn:
+    """An OS error on a path the user gave, as one line naming the path; exit 1, never a traceback."""
+    click.echo(f"error: {doing}: {exc.filename}: {exc.strerror or exc}", err=True)
+    sys.exit(1)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="provisioner")
 @click.option(
@@ -54,6 +62,24 @@ def _count(n: int, noun: str) -> str:
 def main(ctx: click.Context, sandbox: Path | None) -> None:
     """Fractional-GPU node pools on AKS, GKE and EKS from one fleet file."""
     ctx.obj = sandbox
+
+
+def _use_sandbox(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:  # given after the command name: it wins over the one before it
+        ctx.obj = value
+
+
+def _sandbox_option(command):
+    """`--sandbox DIR` after the command name too (`plan fleet.yaml --sandbox DIR`); the group's
+    option, before the name, reads PROVISIONER_SANDBOX."""
+    return click.option(
+        "--sandbox",
+        metavar="DIR",
+        type=click.Path(file_okay=False, path_type=Path),
+        expose_value=False,
+        callback=_use_sandbox,
+        help="As `provisioner --sandbox DIR` [env PROVISIONER_SANDBOX].",
+    )(command)
 
 
 @main.command()
@@ -78,7 +104,7 @@ def validate(fleets: tuple[str, ...], as_json: bool) -> None:
         sys.exit(1 if problems else 0)
     for result in results:
         counts = f"{_count(result['clusters'], 'cluster')}, {_count(result['pools'], 'pool')}"
-        out.print(f"[green]✓[/] {result['file']}: {counts}")
+        out.print(f"[green]✓[/] {escape(result['file'])}: {counts}")
     if problems:
         raise FleetError(problems)
 
@@ -120,10 +146,14 @@ def render(
     if fleet == "cronjob" and not Path(fleet).is_file():
         if schedule is None:
             raise click.UsageError("render cronjob needs --schedule, e.g. --schedule '0 2 * * *'")
-        click.echo(
-            rendering.render_cronjob(schedule=schedule, image=image, namespace=namespace, shards=shards),
-            nl=False,
-        )
+        try:
+            manifest = rendering.render_cronjob(
+                schedule=schedule, image=image, namespace=namespace, shards=shards
+            )
+        except rendering.InvalidOption as exc:
+            click.echo(f"error: {exc.option}: {exc}", err=True)
+            sys.exit(1)
+        click.echo(manifest, nl=False)
         return
 
     compiled = compile_file(fleet)
@@ -137,11 +167,14 @@ def render(
     for cluster in rendered:
         for filename, text in cluster.files.items():
             target = out_dir / cluster.name / filename
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-            out.print(f"wrote {target}")
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                _os_error("cannot write the rendered files", exc)
+            out.print(f"wrote {escape(str(target))}")
         if not cluster.files:
-            out.print(f"{cluster.name}: {cluster.note}")
+            out.print(escape(f"{cluster.name}: {cluster.note}"))
 
 
 @main.command()
@@ -159,6 +192,7 @@ def schema() -> None:
 @click.argument("fleet")
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the pools as JSON.")
+@_sandbox_option
 @click.pass_obj
 def pools(sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: bool) -> None:
     """List every pool the fleet's clusters hold now, the ones provisioner does not own included."""
@@ -220,9 +254,9 @@ def serve(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     for cloud, url in running.endpoints.items():
-        out.print(f"{cloud}: {url}")
+        out.print(escape(f"{cloud}: {url}"))
     seeded = f", {_count(len(fleet.clusters), 'cluster')} seeded" if fleet else ""
-    out.print(f"wrote {directory / 'endpoints.json'}{seeded}; Ctrl-C to stop")
+    out.print(escape(f"wrote {directory / 'endpoints.json'}{seeded}; Ctrl-C to stop"))
     try:
         while not stop.wait(0.5):
             pass
@@ -250,6 +284,7 @@ def _drivers(sandbox: Path | None) -> Drivers:
     "--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on errors."
 )
 @click.option("--destroy", is_flag=True, help="Plan to delete every pool provisioner owns in these clusters.")
+@_sandbox_option
 @click.pass_obj
 def plan(
     sandbox: Path | None,
@@ -271,9 +306,13 @@ def plan(
     else:
         out.print(report.plan_text(made), end="")
     if out_file is not None and not made.errors:
-        planfile.save(made, fleet, text, out_file)
+        try:
+            planfile.save(made, fleet, text, out_file)
+        except OSError as exc:
+            _os_error("cannot save the plan", exc)
         if not as_json:
-            out.print(f"Saved the plan to {out_file}; `provisioner apply {out_file}` carries it out.")
+            saved = escape(str(out_file))
+            out.print(f"Saved the plan to {saved}; `provisioner apply {saved}` carries it out.")
     for error in made.errors:
         click.echo(f"error: {error}", err=True)
     if made.errors:
@@ -288,6 +327,28 @@ def _lock_timeout_option(command):
         show_default=True,
         type=click.FloatRange(min=0),
         help="Seconds to wait for another apply on the same cluster to finish.",
+    )(command)
+
+
+def _outage_timeout_option(command):
+    return click.option(
+        "--outage-timeout",
+        default=180.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        metavar="SECONDS",
+        help="Give up on a cloud that stays unreachable (no answer, 5xx) this long; "
+        "throttling and busy clusters are waited out longer.",
+    )(command)
+
+
+def _lock_url_option(command):
+    return click.option(
+        "--lock-url",
+        metavar="URL",
+        envvar="PROVISIONER_LOCK_URL",
+        help="PostgreSQL whose advisory locks every machine's applies share [env PROVISIONER_LOCK_URL; "
+        "default: the catalog's where it is PostgreSQL, else lock files on this machine].",
     )(command)
 
 
@@ -309,25 +370,40 @@ class _Carry:
     sandbox: Path | None
     lock_timeout: float
     catalog_url: str | None  # where given, the clusters apply touched are synced into it
+    outage_timeout: float = 180.0
+    lock_url: str | None = None  # PostgreSQL for locks shared across machines
 
 
 @main.command()
 @click.argument("target", metavar="FLEET|PLANFILE")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @_lock_timeout_option
+@_lock_url_option
+@_outage_timeout_option
 @_catalog_option
+@_sandbox_option
 @click.pass_obj
 def apply(
-    sandbox: Path | None, target: str, *, auto_approve: bool, lock_timeout: float, catalog_url: str | None
+    sandbox: Path | None,
+    target: str,
+    *,
+    auto_approve: bool,
+    lock_timeout: float,
+    lock_url: str | None,
+    outage_timeout: float,
+    catalog_url: str | None,
 ) -> None:
     """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale)."""
     from provisioner import planfile
 
-    carry = _Carry(sandbox, lock_timeout, catalog_url)
+    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
     try:
         saved = planfile.load(Path(target))
     except (planfile.NotAPlan, OSError):
         saved = None
+    except planfile.DamagedPlan as exc:
+        click.echo(f"error: {exc}; make it again with `provisioner plan FLEET --out FILE`", err=True)
+        sys.exit(1)
     if saved is None:
         _plan_and_carry_out(carry, target, destroy=False, auto_approve=auto_approve)
         return
@@ -341,15 +417,24 @@ def apply(
 @click.argument("fleet")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @_lock_timeout_option
+@_lock_url_option
+@_outage_timeout_option
 @_catalog_option
+@_sandbox_option
 @click.pass_obj
 def destroy(
-    sandbox: Path | None, fleet: str, *, auto_approve: bool, lock_timeout: float, catalog_url: str | None
+    sandbox: Path | None,
+    fleet: str,
+    *,
+    auto_approve: bool,
+    lock_timeout: float,
+    lock_url: str | None,
+    outage_timeout: float,
+    catalog_url: str | None,
 ) -> None:
     """Delete every pool provisioner owns in the fleet's clusters (others are never touched)."""
-    _plan_and_carry_out(
-        _Carry(sandbox, lock_timeout, catalog_url), fleet, destroy=True, auto_approve=auto_approve
-    )
+    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
+    _plan_and_carry_out(carry, fleet, destroy=True, auto_approve=auto_approve)
 
 
 def _plan_and_carry_out(carry: _Carry, fleet: str, destroy: bool, auto_approve: bool) -> None:
@@ -359,7 +444,8 @@ def _plan_and_carry_out(carry: _Carry, fleet: str, destroy: bool, auto_approve: 
     compiled, _ = read_fleet(fleet)
 
     def waiting(running: list[str]) -> None:
-        out.print(f"[dim]waiting for operations still running: {', '.join(running)}[/]", highlight=False)
+        names = escape(", ".join(running))
+        out.print(f"[dim]waiting for operations still running: {names}[/]", highlight=False)
 
     made = make_plan(compiled, _drivers(carry.sandbox), destroy=destroy, settle=True, on_wait=waiting)
     out.print(report.plan_text(made), end="")
@@ -383,7 +469,7 @@ def _plan_and_carry_out(carry: _Carry, fleet: str, destroy: bool, auto_approve: 
 def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
     from provisioner import report
     from provisioner.apply import Applier
-    from provisioner.locks import FileLocks, default_directory
+    from provisioner.locks import cluster_locks
 
     # Opened (and migrated) before any cloud is changed: a catalog that cannot be used refuses the apply.
     store = _store(carry.sandbox, carry.catalog_url) if carry.catalog_url else None
@@ -392,8 +478,11 @@ def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
         return
     drivers = _drivers(carry.sandbox)
     with report.ProgressReporter(out) as reporter:
-        locks = FileLocks(default_directory(carry.sandbox))
-        result = Applier(drivers, locks, carry.lock_timeout, reporter=reporter).run(made)
+        locks = cluster_locks(carry.sandbox, carry.catalog_url, carry.lock_url)
+        applier = Applier(
+            drivers, locks, carry.lock_timeout, reporter=reporter, outage_window=carry.outage_timeout
+        )
+        result = applier.run(made)
     out.print(report.apply_summary(result), end="")
     if store is not None:
         from provisioner.catalog.sync import sync as sync_clusters
@@ -437,6 +526,7 @@ def _shard(value: str | None) -> tuple[int, int] | None:
 )
 @click.option("--shard", metavar="I/N", help="Only the clusters whose stable hash falls in shard I of N.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_sandbox_option
 @click.pass_obj
 def sync(
     sandbox: Path | None,
@@ -480,7 +570,7 @@ def sync(
             f"Synced {synced} into {where}" + (f", {len(found)} found by --discover" if discover else "")
         )
         for line in drift:
-            out.print(f"[yellow]drift[/] {line}", highlight=False, markup=True)
+            out.print(f"[yellow]drift[/] {escape(line)}", highlight=False, markup=True)
     for scope, error in discovery_errors.items():
         click.echo(f"error: discovering clusters in {scope}: {error}", err=True)
     for name, error in report.failed.items():
@@ -504,6 +594,7 @@ def catalog() -> None:
 @click.option("--cloud", type=click.Choice(["aks", "gke", "eks"]), help="Only this cloud.")
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the pools as JSON.")
+@_sandbox_option
 @click.pass_obj
 def catalog_ls(
     sandbox: Path | None, catalog_url: str | None, cloud: str | None, cluster_name: str | None, as_json: bool
@@ -522,6 +613,7 @@ def catalog_ls(
 @_catalog_option
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the capacity as JSON.")
+@_sandbox_option
 @click.pass_obj
 def catalog_inspect(sandbox: Path | None, catalog_url: str | None, cluster_name: str | None, as_json: bool):
     """GPU capacity per cluster and pool: GPUs, slices, memory per slice, and totals."""
@@ -538,6 +630,7 @@ def catalog_inspect(sandbox: Path | None, catalog_url: str | None, cluster_name:
 @_catalog_option
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the drift as JSON.")
+@_sandbox_option
 @click.pass_obj
 def catalog_drift(sandbox: Path | None, catalog_url: str | None, cluster_name: str | None, as_json: bool):
     """Pools that differ from the fleet, as the last sync of each cluster found them."""

@@ -6,10 +6,10 @@ catches the root once and prints it, never a traceback.
     ├── CloudError          a cloud call failed (what drivers raise; see below)
     │   ├── NotFound, Busy, Throttled, Unavailable    Busy/Throttled/Unavailable mean "later"
     │   └── InvalidRequest, NotOwned, AuthenticationFailed, OperationFailed, OperationTimeout,
-    │       PartialListing
+    │       PartialListing, Unreachable
     ├── CatalogError        the catalog cannot be opened or written (catalog/url.py: it redacts)
     ├── StalePlan           a saved plan no longer matches the clusters
-    ├── LockHeld            another run holds a cluster's lock
+    ├── LockHeld, LockUnusable   another run holds a cluster's lock; the lock cannot be taken
     └── SandboxNotRunning   --sandbox names a directory with no running sandbox
 """
 
@@ -85,6 +85,11 @@ class OperationFailed(CloudError):
     """The cloud accepted the request, then its long-running operation failed."""
 
 
+class Unreachable(CloudError):
+    """The endpoint stayed unreachable (no answer, or 5xx) for longer than the outage window: not
+    transient any more, so nothing retries it again."""
+
+
 class PartialListing(CloudError):
     """A listing made of several calls (EKS: one describe per node group) lost some of them after
     each was retried on its own: reported, never retried whole, so retries never multiply."""
@@ -100,6 +105,10 @@ class StalePlan(ProvisionerError):
 
 class LockHeld(ProvisionerError):
     """A cluster's lock stayed taken for the whole --lock-timeout."""
+
+
+class LockUnusable(ProvisionerError):
+    """The lock could not be taken at all: its directory cannot be made or written, say."""
 
 
 class SandboxNotRunning(ProvisionerError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +151,102 @@ def as_stream(rendered: list[RenderedCluster]) -> str:
     return "".join(parts)
 
 
+class InvalidOption(ValueError):
+    """A value given for the CronJob that Kubernetes (or a container runtime) would refuse."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+
+
+# A Kubernetes namespace is a DNS-1123 label (k8s.io/apimachinery validation.IsDNS1123Label).
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# An image reference by the grammar of github.com/distribution/reference (regexp.go): an optional
+# registry host[:port], slash-separated lowercase path components, an optional :tag, @digest.
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_DOMAIN_PART = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_IMAGE_HOST = rf"(?:{_IMAGE_DOMAIN_PART}(?:\.{_IMAGE_DOMAIN_PART})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_IMAGE = re.compile(
+    rf"(?:{_IMAGE_HOST}/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+    re.ASCII,
+)
+# The CronJob controller parses schedules with robfig/cron's standard parser: five fields, or one
+# of its descriptors (Kubernetes docs, "CronJob": Schedule syntax).
+CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+# (field name, lowest, highest, names counted from `lowest`) in robfig/cron's order and bounds.
+_CRON_FIELDS = (
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    ("month", 1, 12, _MONTHS),
+    ("day of week", 0, 6, _DAYS),
+)
+
+
+def check_cronjob_options(*, schedule: str, image: str, namespace: str) -> None:
+    """InvalidOption for the first value Kubernetes would refuse, or that would not stay one value."""
+    if len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace):
+        raise InvalidOption(
+            "--namespace",
+            f"{namespace!r} is not a Kubernetes namespace: at most 63 characters of a-z, 0-9 and '-', "
+            "starting and ending with a letter or digit",
+        )
+    if len(image) > 4096 or not _IMAGE.fullmatch(image):
+        raise InvalidOption(
+            "--image",
+            f"{image!r} is not an image reference such as registry.example.com/team/provisioner:1.2 "
+            "(no spaces, newlines or upper-case path)",
+        )
+    problem = _cron_problem(schedule)
+    if problem:
+        raise InvalidOption(
+            "--schedule",
+            f"{schedule!r} is not a schedule: {problem}; want five fields (minute hour day-of-month "
+            f"month day-of-week, e.g. '0 2 * * *') or one of {', '.join(CRON_MACROS)}",
+        )
+
+
+def _cron_problem(schedule: str) -> str | None:
+    if schedule.startswith("@"):
+        return None if schedule in CRON_MACROS else "unknown descriptor"
+    if any(c in schedule for c in "\n\r\t") or schedule.strip() != schedule:
+        return "it holds a tab, newline or leading/trailing space"
+    fields = schedule.split(" ")
+    if len(fields) != 5 or "" in fields:
+        return f"{len([f for f in fields if f])} fields"
+    for text, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for item in text.split(","):
+            if not _cron_item_ok(item, low, high, names, name.startswith("day of")):
+                return f"{item!r} is not a valid {name} ({low}-{high}{', or a name' if names else ''})"
+    return None
+
+
+def _cron_item_ok(item: str, low: int, high: int, names: tuple[str, ...], question_ok: bool) -> bool:
+    span, _, step = item.partition("/")
+    if step and not (step.isdigit() and int(step) > 0):
+        return False
+    if span == "*" or (span == "?" and question_ok):
+        return True
+    bounds = span.split("-")
+    if len(bounds) > 2:
+        return False
+    values = [_cron_value(b, low, names) for b in bounds]
+    if any(v is None or not low <= v <= high for v in values):
+        return False
+    return len(values) == 1 or values[0] <= values[1]  # type: ignore[operator]
+
+
+def _cron_value(text: str, low: int, names: tuple[str, ...]) -> int | None:
+    if text.isdigit():
+        return int(text)
+    if text.upper() in names:
+        return low + names.index(text.upper())
+    return None
+
+
 def render_cronjob(
     *,
     schedule: str,
@@ -162,7 +259,11 @@ def render_cronjob(
     shards: int = 1,
     deadline_seconds: int = 3600,
 ) -> str:
-    """The nightly sync as a CronJob (an Indexed Job of `shards` pods where shards > 1)."""
+    """The nightly sync as a CronJob (an Indexed Job of `shards` pods where shards > 1).
+
+    InvalidOption where the schedule, image or namespace would be refused or would not stay one
+    value; every value goes into the YAML quoted (as JSON), so none can add a key of its own."""
+    check_cronjob_options(schedule=schedule, image=image, namespace=namespace)
     template = _environment().get_template("cronjob.yaml.j2")
     return template.render(
         schedule=schedule,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -61,16 +62,16 @@ def observations_table(observations: Sequence[Observation]) -> Table:
         table.add_column(column)
     for observation in observations:
         if observation.error is not None:
-            table.add_row(observation.target.name, "[red]listing failed[/]", *[""] * 7)
+            table.add_row(escape(observation.target.name), "[red]listing failed[/]", *[""] * 7)
         for pool in observation.pools:
             read = capacity(observation.target.cloud, pool)
             table.add_row(
-                observation.target.name,
-                pool.name,
-                pool.instance_type,
+                escape(observation.target.name),
+                escape(pool.name),
+                escape(pool.instance_type),
                 str(pool.gpus_per_node or ""),
-                read.mig_profile or "",
-                _sharing_cell(read),
+                escape(read.mig_profile or ""),
+                escape(_sharing_cell(read)),
                 str(value_json("scaling", pool.scaling)),
                 "yes" if pool.spot else "",
                 "yes" if pool.owned else "[dim]no[/]",
@@ -97,12 +98,28 @@ def plan_text(plan: Plan) -> Text:
             lines.append(f"  ! {conflict}\n", style="red")
         for change in cluster.changes:
             _change_lines(lines, change)
+    unobserved = [c.target.name for c in plan.clusters if c.error]
+    observed = len(plan.clusters) - len(unobserved)
     if plan.changes:
         counts = ", ".join(f"{n} to {action}" for action, n in plan.summary.items())
         lines.append(f"Plan: {counts}.\n", style="bold")
-    else:
+    elif not unobserved:
         lines.append("No changes. The clusters match the fleet.\n", style="green")
+    elif observed:
+        lines.append(f"No changes in the {_count(observed, 'cluster')} observed.\n")
+    if unobserved:
+        # Never a match claimed for a cluster nobody saw: nothing is planned for it either.
+        names = ", ".join(unobserved)
+        lines.append(
+            f"{_count(len(unobserved), 'cluster')} could not be observed, so nothing is planned "
+            f"for {'it' if len(unobserved) == 1 else 'them'}: {names}.\n",
+            style="red",
+        )
     return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _change_lines(lines: Text, change: Change) -> None:
@@ -152,22 +169,41 @@ class ProgressReporter:
         self.progress.console.print(Text(f"{cluster}: {why}", style="dim"))
 
     def change_started(self, change: Change) -> None:
-        label = f"{change.cluster}/{change.pool}: {change.action.doing}"
+        label = f"{_where(change)}: {change.action.doing}"
         self._tasks[(change.cluster, change.pool)] = self.progress.add_task(label, total=1)
 
     def change_retrying(self, change: Change, error: CloudError, delay: float) -> None:
         task = self._tasks[(change.cluster, change.pool)]
-        why = type(error).__name__
-        label = f"{change.cluster}/{change.pool}: {change.action.doing} (retry in {delay:.1f} s: {why})"
+        why = escape(retry_reason(error))
+        label = f"{_where(change)}: {change.action.doing} [yellow](retrying in {delay:.1f} s: {why})[/]"
         self.progress.update(task, description=label)
 
     def change_finished(self, outcome: Outcome) -> None:
         task = self._tasks[(outcome.cluster, outcome.pool)]
         if outcome.done:
-            label = f"[green]✓[/] {outcome.cluster}/{outcome.pool}: {outcome.action.done}"
+            label = f"[green]✓[/] {_where(outcome)}: {outcome.action.done}"
         else:
-            label = f"[red]✗[/] {outcome.cluster}/{outcome.pool}: {outcome.action} failed"
+            label = f"[red]✗[/] {_where(outcome)}: {outcome.action} failed"
         self.progress.update(task, description=label, completed=1)
+
+
+_RETRIED = {
+    "Unavailable": "cloud unreachable or failing",
+    "Throttled": "throttled",
+    "Busy": "another operation runs on the cluster",
+}
+
+
+def retry_reason(error: CloudError, limit: int = 160) -> str:
+    """What is retried and why, on one line: the kind of wait, then the cloud's own words."""
+    words = " ".join(str(error).split())
+    words = words if len(words) <= limit else words[: limit - 1] + "…"
+    return f"{_RETRIED.get(type(error).__name__, type(error).__name__)}: {words}"
+
+
+def _where(change: Change | Outcome) -> str:
+    """cluster/pool for a progress line, whose text rich reads as markup: escaped."""
+    return escape(f"{change.cluster}/{change.pool}")
 
 
 def apply_summary(result: ApplyResult) -> Text:

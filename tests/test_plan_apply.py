@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 
+from provisioner.cli import main
 from provisioner.drivers.registry import connect
 from provisioner.pools import Scaling
 from provisioner.sandbox.server import SandboxSettings
@@ -261,6 +263,233 @@ def test_two_applies_on_one_cluster_never_interleave(world: World):
     assert "Run apply again" in blocked.output
     finished = world.run("apply", str(world.fleet), "--auto-approve")
     assert "Apply complete: 3 created" in finished.output
+
+
+def test_plan_names_the_clusters_it_could_not_observe_and_claims_no_match_for_them(world: World):
+    assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+    world.fleet.write_text(
+        world.fleet.read_text().replace(f"cluster: gke-{world.suffix}", "cluster: gke-gone"), encoding="utf-8"
+    )
+    result = world.run("plan", str(world.fleet))
+    assert result.exit_code == 1
+    assert "match" not in result.output
+    assert "No changes in the 2 clusters observed.\n" in result.stdout
+    assert "1 cluster could not be observed, so nothing is planned for it: gcp.\n" in result.stdout
+
+
+def test_plan_with_no_cluster_observed_says_so_and_nothing_else(world: World):
+    only_missing = world.fleet.read_text().split("  - name: aws")[0].replace(world.suffix, "gone")
+    world.fleet.write_text(only_missing, encoding="utf-8")
+    result = world.run("plan", str(world.fleet))
+    assert result.exit_code == 1
+    assert "No changes" not in result.output and "match" not in result.output
+    assert result.stdout.endswith(
+        "2 clusters could not be observed, so nothing is planned for them: azure, gcp.\n"
+    )
+
+
+def run_without_env(world: World, *args: str) -> Result:
+    """The CLI with no PROVISIONER_SANDBOX: only the command line says where the sandbox is."""
+    env = {"PROVISIONER_SANDBOX": None, "PROVISIONER_LOCK_DIR": None, "PROVISIONER_CATALOG": None}
+    return world.runner.invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("pools", "{fleet}"), "default-pool"),
+        (("plan", "{fleet}"), "Plan: 9 to create"),
+        (("apply", "{fleet}", "--auto-approve"), "Apply complete: 9 created"),
+        (("destroy", "{fleet}", "--auto-approve"), "No changes. The clusters match the fleet."),
+        (("sync", "{fleet}"), "Synced 3 clusters (3 pools) into sqlite:///{sandbox}/catalog.db"),
+        (("catalog", "ls", "--json"), '"pool": "mig"'),
+        (("catalog", "inspect", "--json"), '"pool": "mig"'),
+        (("catalog", "drift", "--json"), '"pool": "spare"'),
+    ],
+)
+def test_sandbox_is_accepted_after_the_command_name(world: World, args: tuple[str, ...], expected: str):
+    if args[0] == "catalog":  # the sandbox's catalog (DIR/catalog.db) holds what this sync wrote
+        if args[1] != "drift":
+            assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+        assert world.run("sync", str(world.fleet)).exit_code == 0
+    command = [a.format(fleet=world.fleet) for a in args]
+    expected = expected.format(sandbox=world.sandbox.directory)
+    result = run_without_env(world, *command, "--sandbox", str(world.sandbox.directory))
+    assert result.exit_code == 0, result.output
+    assert expected in result.stdout
+
+
+def test_the_sandbox_after_the_command_wins_over_the_one_before_it_and_the_environment(world: World):
+    here = str(world.sandbox.directory)
+    nowhere = str(world.sandbox.directory.parent / "no-sandbox-here")
+    after = run_without_env(world, "--sandbox", nowhere, "plan", str(world.fleet), "--sandbox", here)
+    assert after.exit_code == 0, after.output
+    assert "Plan: 9 to create" in after.stdout
+    from_env = world.runner.invoke(
+        main, ["plan", str(world.fleet), "--sandbox", here], env={"PROVISIONER_SANDBOX": nowhere}
+    )
+    assert from_env.exit_code == 0, from_env.output
+    before_only = run_without_env(world, "--sandbox", nowhere, "plan", str(world.fleet))
+    assert before_only.exit_code == 1
+    assert f"no sandbox at {nowhere}" in before_only.output
+
+
+def _dropped(document: dict, *path: str) -> dict:
+    parent = document
+    for key in path[:-1]:
+        parent = parent[key]
+    del parent[path[-1]]
+    return document
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda d: _dropped(d, "fleet", "text"), "damaged saved plan: fleet.text is missing"),
+        (lambda d: _dropped(d, "changes"), "damaged saved plan: changes is missing"),
+        (lambda d: d | {"fleet": "fleet.yaml"}, "damaged saved plan: fleet must be an object"),
+        (
+            lambda d: d | {"fleet": {"path": "f.yaml", "text": 7}},
+            "damaged saved plan: fleet.text must be a string",
+        ),
+        (
+            lambda d: d | {"clusters": ["gcp"]},
+            "damaged saved plan: clusters must be an object of cluster name to fingerprint",
+        ),
+        (lambda d: d | {"changes": {"gcp": []}}, "damaged saved plan: changes must be a list"),
+        (lambda d: d | {"changes": ["create"]}, "damaged saved plan: changes[0] must be an object"),
+        (lambda d: d | {"destroy": "no"}, "damaged saved plan: destroy must be true or false"),
+        (
+            lambda d: d | {"format": "provisioner-plan/9"},
+            "saved plan format 'provisioner-plan/9' is not 'provisioner-plan/1'",
+        ),
+    ],
+)
+def test_a_hand_edited_saved_plan_is_refused_as_damaged_naming_the_field(
+    world: World, tmp_path: Path, damage, problem: str
+):
+    saved = tmp_path / "plan.json"
+    assert world.run("plan", str(world.fleet), "--out", str(saved)).exit_code == 0
+    saved.write_text(json.dumps(damage(json.loads(saved.read_text()))), encoding="utf-8")
+    refused = world.run("apply", str(saved), "--auto-approve")
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith(f"error: {saved}: {problem}")
+    assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 2  # nothing applied
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda raw: raw[: len(raw) // 2], lambda raw: raw[:200] + b"\xff\xfe\x00\x01" + raw[200:]],
+    ids=["truncated", "binary"],
+)
+def test_a_damaged_saved_plan_file_is_refused_not_read_as_a_fleet(world: World, tmp_path: Path, damage):
+    saved = tmp_path / "plan.json"
+    assert world.run("plan", str(world.fleet), "--out", str(saved)).exit_code == 0
+    saved.write_bytes(damage(saved.read_bytes()))
+    refused = world.run("apply", str(saved), "--auto-approve")
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith(f"error: {saved}: damaged saved plan: not valid UTF-8 JSON")
+
+
+def test_a_plan_saved_from_a_pipe_keeps_the_fleet_and_applies(world: World, tmp_path: Path):
+    read_end, write_end = os.pipe()
+    os.write(write_end, world.fleet.read_bytes())  # a fleet fits the pipe's buffer
+    os.close(write_end)
+    saved = tmp_path / "piped.plan"
+    try:
+        planned = world.run("plan", f"/dev/fd/{read_end}", "--out", str(saved))
+    finally:
+        os.close(read_end)
+    assert planned.exit_code == 0, planned.output
+    assert json.loads(saved.read_text())["fleet"]["text"] == world.fleet.read_text()
+    applied = world.run("apply", str(saved))
+    assert applied.exit_code == 0, applied.output
+    assert "Apply complete: 9 created" in applied.stdout
+
+
+def test_a_plan_that_cannot_be_saved_is_an_error_naming_the_path(world: World, tmp_path: Path):
+    out = tmp_path / "no-such-dir" / "fleet.plan"
+    result = world.run("plan", str(world.fleet), "--out", str(out))
+    assert result.exit_code == 1
+    assert result.stderr == f"error: cannot save the plan: {out}: No such file or directory\n"
+
+
+def test_a_lock_directory_that_cannot_be_made_fails_the_apply_naming_it(world: World, tmp_path: Path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    env = {
+        "PROVISIONER_SANDBOX": str(world.sandbox.directory),
+        "PROVISIONER_LOCK_DIR": str(blocker / "locks"),
+    }
+    result = world.runner.invoke(main, ["apply", str(world.fleet), "--auto-approve"], env=env)
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code == 1
+    assert f"azure/mig (create): cannot lock cluster azure: {blocker}/locks: Not a directory" in result.stdout
+    assert "Apply incomplete: 0 created" in result.stdout
+
+
+def test_an_apply_whose_cloud_goes_away_gives_up_after_the_outage_window(tmp_path: Path):
+    """The emulators stop mid-apply, in real processes: apply ends with its summary and the reason,
+    after the outage window (2 s here), not the half-hour operation timeout."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(fleet_text(uuid.uuid4().hex[:8]), encoding="utf-8")
+    directory = tmp_path / "sandbox"
+    provisioner = [sys.executable, "-m", "provisioner"]
+    server = subprocess.Popen(
+        [
+            *provisioner,
+            "sandbox",
+            "serve",
+            "--dir",
+            str(directory),
+            "--seed",
+            str(fleet),
+            "--op-seconds",
+            "30",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    apply = None
+    try:
+        deadline = time.monotonic() + 30
+        while not (directory / "endpoints.json").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        gcp = compile_file(fleet).cluster("gcp").target.ref
+        driver = connect("gke", directory)
+        env = {**os.environ, "PROVISIONER_SANDBOX": str(directory)}
+        apply = subprocess.Popen(
+            [*provisioner, "apply", str(fleet), "--auto-approve", "--outage-timeout", "2"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        while not any(p.status == "changing" for p in driver.list_pools(gcp)):
+            assert time.monotonic() < deadline, "apply never started an operation"
+            time.sleep(0.05)
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+        stdout, stderr = apply.communicate(timeout=300)  # the failure signal: it never ends
+    finally:
+        for process in (apply, server):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+    assert apply.returncode == 1, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    summary = stdout[stdout.index("Apply incomplete: 0 created") :]
+    assert "9 not done:" in summary
+    assert "gcp/mig (create): creating node pool mig: gave up: unreachable for " in summary
+    assert "past the outage window of 2 s (apply --outage-timeout): GKE API unreachable" in summary
+    assert "gcp/shared (create): not attempted: gcp is unreachable" in summary
+    assert summary.endswith("Run apply again to finish: it picks up where this one stopped.\n")
 
 
 def test_an_aks_spot_pool_converges_in_one_apply(world: World):

@@ -81,3 +81,53 @@ def test_retry_after_in_seconds_or_none_when_a_date_or_absent():
     assert retry_after_seconds("1.5") == 1.5
     assert retry_after_seconds("Wed, 21 Oct 2026 07:28:00 GMT") is None
     assert retry_after_seconds(None) is None
+
+
+class Clock:
+    """A clock that the sleeps it is given move on: waits without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_poll_gives_up_once_the_endpoint_is_unreachable_past_the_outage_window():
+    from provisioner.errors import Unreachable
+    from provisioner.retry import Patience, patient
+
+    clock = Clock()
+    refused = Unavailable("GKE API unreachable: ConnectionError")
+    with patient(Patience(outage_window=10)), pytest.raises(Unreachable) as raised:
+        wait_until(flaky(*[refused] * 1000), 1800, "creating node pool mig", sleep=clock.sleep, clock=clock)
+    assert str(raised.value).startswith("creating node pool mig: gave up: unreachable for 1")
+    assert 10 <= clock.now < 16  # the window and at most one poll interval past it, not 1800 s
+
+
+def test_throttling_and_an_answer_between_outages_keep_the_poll_going():
+    from provisioner.retry import Patience, patient
+
+    clock = Clock()
+    refused, throttled = Unavailable("503"), Throttled("429", retry_after=6)
+    outcomes = [refused] * 3 + [None] + [refused] * 3 + [throttled] * 20 + ["done"]
+    with patient(Patience(outage_window=1)):
+        assert wait_until(flaky(*outcomes), 1800, "polling", sleep=clock.sleep, clock=clock) == "done"
+    assert clock.now > 120  # throttling was waited out far past the outage window
+
+
+def test_the_retry_policy_gives_up_on_an_unreachable_endpoint_after_the_window():
+    from provisioner.errors import Unreachable
+    from provisioner.retry import Patience, patient
+
+    clock = Clock()
+    policy = RetryPolicy(attempts=50, base=1.0, sleep=clock.sleep, clock=clock, random=lambda: 1.0)
+    with (
+        patient(Patience(outage_window=20)),
+        pytest.raises(Unreachable, match="past the outage window of 20 s"),
+    ):
+        policy.call(flaky(*[Unavailable("connection refused")] * 50))
+    assert clock.now == 20  # the last try as the window closes

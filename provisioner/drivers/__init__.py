@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from provisioner.errors import OperationTimeout, Throttled, Unavailable
 from provisioner.pools import PoolState
+from provisioner.retry import Outage, patience
 
 T = TypeVar("T")
 
@@ -123,17 +124,25 @@ def wait_until(
     loop that waits for an operation, whatever the cloud.
 
     A transient error while polling (throttled, unavailable) is not the operation's outcome: the
-    poll is repeated, no sooner than the cloud's Retry-After. Any other error `done` raises (an
-    operation that failed, say) ends the wait at once.
+    poll is repeated, no sooner than the cloud's Retry-After, and reported to this thread's
+    Patience (provisioner.retry); an endpoint unreachable for longer than its outage window
+    raises Unreachable. Any other error `done` raises (an operation that failed, say) ends the
+    wait at once.
     """
     deadline = clock() + timeout
+    outage = Outage(clock)
     for interval in poll_intervals():
         wait = interval
         try:
             result = done()
         except (Throttled, Unavailable) as exc:
+            outage.failed(exc, what)
             result = None
             wait = max(interval, getattr(exc, "retry_after", None) or 0.0)
+            if (report := patience().on_retry) is not None:
+                report(exc, wait)
+        else:
+            outage.answered()
         if result is not None:
             return result
         remaining = deadline - clock()

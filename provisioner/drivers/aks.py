@@ -249,7 +249,12 @@ def _raise_if_failed(pool: PoolState, what: str) -> None:
 
 @contextlib.contextmanager
 def _sdk_errors() -> Iterator[None]:
-    from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ServiceRequestError
+    from azure.core.exceptions import (
+        ClientAuthenticationError,
+        HttpResponseError,
+        ServiceRequestError,
+        ServiceResponseError,
+    )
 
     try:
         yield
@@ -260,7 +265,7 @@ def _sdk_errors() -> Iterator[None]:
         ) from None
     except HttpResponseError as exc:
         raise _driver_error(exc) from None
-    except ServiceRequestError as exc:  # no answer at all: refused, reset, timed out
+    except (ServiceRequestError, ServiceResponseError) as exc:  # no answer: refused, reset, timed out
         raise Unavailable(f"ARM unreachable: {exc.message}") from None
 
 

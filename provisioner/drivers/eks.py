@@ -282,7 +282,8 @@ def _observed(group: dict[str, Any]) -> PoolState:
 
 @contextlib.contextmanager
 def _sdk_errors() -> Iterator[None]:
-    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+    from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoCredentialsError
+    from botocore.exceptions import ConnectionError as NoConnection
 
     try:
         yield
@@ -290,7 +291,7 @@ def _sdk_errors() -> Iterator[None]:
         raise _driver_error(exc) from None
     except NoCredentialsError as exc:
         raise AuthenticationFailed(f"AWS credentials: {exc}") from None
-    except EndpointConnectionError as exc:
+    except (NoConnection, HTTPClientError) as exc:  # no answer: refused, reset, timed out
         raise Unavailable(str(exc)) from None
     except BotoCoreError as exc:
         raise CloudError(str(exc)) from None
