@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.compile import compile_file
 from provisioner.drivers.registry import connect
 from provisioner.pools import Scaling
 from provisioner.sandbox.server import SandboxSettings
-from provisioner.sharing import compile_file
 from tests.worlds import World, fleet_text
 
 
@@ -101,7 +101,7 @@ def test_a_saved_plan_is_refused_when_its_cluster_changed_since(world: World, tm
     compiled = compile_file(world.fleet)
     gcp = compiled.cluster("gcp")
     driver = connect("gke", world.sandbox.directory)
-    from provisioner.sharing import desired_state
+    from provisioner.compile import desired_state
 
     driver.create_pool(gcp.target.ref, desired_state(gcp.pools[2]))  # someone else creates "spare"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from provisioner.compile import compile_file
 from provisioner.pools import GPU_TAINT, Taint
-from provisioner.sharing import compile_file
 
 
 def setup_of(pool_file, cloud: str, pool: str):

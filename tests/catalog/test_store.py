@@ -21,8 +21,8 @@ from provisioner.catalog.models import Base
 from provisioner.catalog.store import ClusterIdentity, ObservedPool, Store
 from provisioner.catalog.url import redacted
 from provisioner.cli import main
+from provisioner.compile import compile_file, desired_state
 from provisioner.render import render_cronjob
-from provisioner.sharing import compile_file, desired_state
 from tests.conftest import EXAMPLES
 
 HEAD = "0002"  # the newest migration
