@@ -13,10 +13,10 @@ from pathlib import Path
 from bench import world
 from bench.figures import Figure
 from provisioner.apply import Applier
+from provisioner.compile import desired_state
 from provisioner.drivers.registry import connect
 from provisioner.locks import FileLocks
 from provisioner.observe import Drivers
-from provisioner.sharing import desired_state
 from provisioner.workflow import make_plan
 
 OP_SECONDS = 2.0

@@ -28,7 +28,7 @@ import dataclasses, json, re, sys, time
 from provisioner.fleet import load
 from provisioner.observe import Observation
 from provisioner.plan import diff
-from provisioner.sharing import compile_fleet, desired_state
+from provisioner.compile import compile_fleet, desired_state
 
 started = time.process_time()
 fleet = load(sys.argv[1])
@@ -57,7 +57,7 @@ print(json.dumps({
 """
 
 _IDLE = (
-    "import re, provisioner.sharing, provisioner.plan, provisioner.observe; "
+    "import re, provisioner.compile, provisioner.plan, provisioner.observe; "
     r"print(int(re.search(r'VmHWM:\s+(\d+)', open('/proc/self/status').read())[1]) / 1024)"
 )
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from provisioner.compile import CompiledFleet, compile_file
 from provisioner.fleet import GkeCluster
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE
 from provisioner.sandbox.gke.models import Accelerator, Autoscaling, NodePool, cluster_key
 from provisioner.sandbox.server import Sandbox, SandboxSettings
-from provisioner.sharing import CompiledFleet, compile_file
 
 POOL = (
     "      - {{name: pool-{i}, instanceType: g2-standard-8, gpu: {{sharing: time-slicing, replicas: 4}},"

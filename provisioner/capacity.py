@@ -1,22 +1,21 @@
-"""What a pool offers, read back from the pool as the cloud holds it: GPU model, MIG profile,
-sharing, and the slices each node gives. It reads only the observed pool and the hardware data,
-so it works as well for pools no fleet file describes (`sync --discover`)."""
+"""What a pool offers: GPU model, MIG profile, sharing, and the slices each node gives.
+
+Two sides need the same arithmetic: the compiler, for the pool a fleet file asks for (NodeSetup),
+and `sync`, for the pool as the cloud holds it (`capacity`), read back through nvidia.py's readers
+from the observed pool and the hardware data alone, so that it works as well for pools no fleet
+file describes (`sync --discover`). It is its own module, not part of nvidia.py or compile.py,
+because it is neither a convention nor a rule: it is what the catalog records and the tables show,
+and `sharing_text` is the one spelling of a pool's sharing they all print.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from provisioner import hardware
-from provisioner.hardware import CloudProfile, Gpu, MigProfile
+from provisioner.hardware import Gpu, MigProfile
+from provisioner.nvidia import read_mig, read_sharing
 from provisioner.pools import PoolState
-from provisioner.sharing import (
-    DEVICE_PLUGIN_LABEL,
-    MIG_CONFIG_LABEL,
-    MIG_CONFIG_PREFIX,
-    DevicePluginConfig,
-    memory_per_slice_gb,
-    slices_per_gpu,
-)
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,7 @@ class Capacity:
     gpus_per_node: int
     mig_profile: str | None
     sharing: str  # exclusive | time-slicing | mps
-    replicas: int | None
+    replicas: int | None  # None exactly when exclusive
     slices_per_node: int
     memory_per_slice_gb: float | None
 
@@ -35,8 +34,8 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
     machine = hardware.load().instance_type(cloud, state.instance_type)
     if machine is None:
         return Capacity(None, state.gpus_per_node, None, "exclusive", None, 0, None)
-    mig = _mig(profile, machine.gpu, state)
-    sharing, replicas = _sharing(profile, state)
+    mig = read_mig(profile, machine.gpu, state)
+    sharing, replicas = read_sharing(profile, state)
     return Capacity(
         gpu_model=machine.gpu.name,
         gpus_per_node=state.gpus_per_node,
@@ -48,27 +47,17 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
     )
 
 
-def _mig(profile: CloudProfile, gpu: Gpu, state: PoolState) -> MigProfile | None:
-    if profile.mig_via == "operator-label":
-        value = state.label_map.get(MIG_CONFIG_LABEL, "")
-        return (
-            gpu.mig.get(value.removeprefix(MIG_CONFIG_PREFIX))
-            if value.startswith(MIG_CONFIG_PREFIX)
-            else None
-        )
-    if state.mig_setting is None:
-        return None
-    if profile.mig_values:  # the field names a GPU-instance profile ID (AKS MIG1g = GI 19)
-        gi = profile.mig_values.get(state.mig_setting)
-        return next((p for p in gpu.mig.values() if p.gi == gi), None)
-    return gpu.mig.get(state.mig_setting)
+def slices_per_gpu(mig: MigProfile | None, replicas: int | None) -> int:
+    """MIG instances per GPU (where partitioned) x clients per GPU or instance (where shared)."""
+    return (mig.instances if mig else 1) * (replicas or 1)
 
 
-def _sharing(profile: CloudProfile, state: PoolState) -> tuple[str, int | None]:
-    if profile.sharing_via == "pool-field":
-        if state.sharing is None:
-            return "exclusive", None
-        mode = next(m for m, spec in profile.sharing_modes.items() if spec.strategy == state.sharing.strategy)
-        return mode, state.sharing.clients_per_gpu
-    config = DevicePluginConfig.from_key(state.label_map.get(DEVICE_PLUGIN_LABEL, ""))
-    return (config.mode, config.replicas) if config else ("exclusive", None)
+def memory_per_slice_gb(gpu: Gpu, mig: MigProfile | None, replicas: int | None) -> float:
+    """Memory one slice gets: isolated under MIG, a nominal share under time-slicing/MPS."""
+    device = mig.memory_gb if mig else gpu.memory_gb
+    return round(device / (replicas or 1), 2)
+
+
+def sharing_text(mode: str, clients: int | None) -> str:
+    """Sharing as every table and the plan spell it, `time-slicing x4`; "" where GPUs are not shared."""
+    return "" if clients is None else f"{mode} x{clients}"

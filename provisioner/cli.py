@@ -17,9 +17,9 @@ from provisioner import __version__
 from provisioner.errors import FleetError, ProvisionerError
 
 if TYPE_CHECKING:
+    from provisioner.compile import CompiledFleet
     from provisioner.observe import Drivers
     from provisioner.plan import Plan
-    from provisioner.sharing import CompiledFleet
 
 # Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup. What
 # does go through rich has every value from the user or a cloud escaped (rich.markup.escape).
@@ -87,7 +87,7 @@ def _sandbox_option(command):
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def validate(fleets: tuple[str, ...], as_json: bool) -> None:
     """Check fleet files against the cloud and GPU rules; list every error."""
-    from provisioner.sharing import compile_file
+    from provisioner.compile import compile_file
 
     results, problems = [], []
     for path in fleets:
@@ -141,7 +141,7 @@ def render(
     nightly (with --shards N, an Indexed Job of N pods, each syncing its share of the fleet).
     """
     from provisioner import render as rendering
-    from provisioner.sharing import compile_file
+    from provisioner.compile import compile_file
 
     if fleet == "cronjob" and not Path(fleet).is_file():
         if schedule is None:

@@ -1,8 +1,8 @@
 """The fleet file: which GPU node pools each cluster should have, and how each GPU is shared.
 
 `parse` checks a file's structure and reports every problem with its file, line and field path.
-The cloud rules (which MIG profiles a GPU has, what each cloud accepts) are the sharing
-compiler's; see sharing.py.
+The cloud rules (which MIG profiles a GPU has, what each cloud accepts) are checked in rules.py,
+and compile.py turns a checked pool into its NodeSetup.
 """
 
 from __future__ import annotations

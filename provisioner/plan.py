@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.actions import ACTIONS, CREATE, DELETE, REPLACE, UPDATE, Action
+from provisioner.capacity import sharing_text
+from provisioner.compile import CompiledCluster, desired_state
 from provisioner.drivers import Target
 from provisioner.observe import Observation
 from provisioner.pools import POOL_FIELDS, PoolState, Scaling
-from provisioner.sharing import CompiledCluster, desired_state
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ def value_json(name: str, value: Any) -> Any:
     if name == "taints":
         return [str(t) for t in value]
     if name == "sharing" and value is not None:
-        return f"{value.strategy} x{value.clients_per_gpu}"
+        return sharing_text(value.strategy, value.clients_per_gpu)  # in the cloud's own words
     return value
 
 

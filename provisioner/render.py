@@ -11,14 +11,9 @@ import jinja2
 from ruamel.yaml import YAML
 
 from provisioner import hardware
+from provisioner.compile import CompiledCluster, CompiledFleet, desired_state
+from provisioner.nvidia import DEFAULT_CONFIG_KEY, MIG_STRATEGY, default_device_plugin_config
 from provisioner.pools import Taint
-from provisioner.sharing import (
-    DEFAULT_CONFIG_KEY,
-    CompiledCluster,
-    CompiledFleet,
-    default_device_plugin_config,
-    desired_state,
-)
 
 NAMESPACE = "gpu-operator"
 CONFIG_MAP = "nvidia-device-plugin-configs"
@@ -93,7 +88,7 @@ def _tolerating(defaults: tuple[dict[str, str], ...], taints: list[Taint]) -> li
 
 def gpu_operator_values(compiled: CompiledCluster) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "mig": {"strategy": "single"},
+        "mig": {"strategy": MIG_STRATEGY},
         "devicePlugin": {"config": {"name": CONFIG_MAP, "create": False, "default": DEFAULT_CONFIG_KEY}},
     }
     values.update(compiled.cloud.gpu_operator_values)

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from provisioner.actions import ACTIONS
 from provisioner.apply import ApplyResult, Outcome
-from provisioner.capacity import Capacity, capacity
+from provisioner.capacity import capacity, sharing_text
 from provisioner.errors import CloudError
 from provisioner.observe import Observation
 from provisioner.plan import Change, Plan, value_json
@@ -71,16 +71,12 @@ def observations_table(observations: Sequence[Observation]) -> Table:
                 escape(pool.instance_type),
                 str(pool.gpus_per_node or ""),
                 escape(read.mig_profile or ""),
-                escape(_sharing_cell(read)),
+                escape(sharing_text(read.sharing, read.replicas)),
                 str(value_json("scaling", pool.scaling)),
                 "yes" if pool.spot else "",
                 "yes" if pool.owned else "[dim]no[/]",
             )
     return table
-
-
-def _sharing_cell(read: Capacity) -> str:
-    return f"{read.sharing} x{read.replicas}" if read.replicas else ""
 
 
 def plan_text(plan: Plan) -> Text:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from provisioner.compile import CompiledFleet, compile_file
 from provisioner.errors import StalePlan
 from provisioner.observe import Drivers, observe, observe_settled
 from provisioner.plan import Plan, diff
 from provisioner.planfile import SavedPlan
-from provisioner.sharing import CompiledFleet, compile_file
 from provisioner.source import read_text
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.compile import compile_file
 from provisioner.errors import LockHeld, LockUnusable
 from provisioner.locks import FileLocks, PostgresLocks, cluster_locks
 from provisioner.sandbox.server import SandboxSettings
-from provisioner.sharing import compile_file
 from tests.worlds import World
 
 KEY = ("gke", "project", "europe-west4", "cluster")

@@ -12,10 +12,10 @@ import pytest
 from click.testing import Result
 
 from provisioner.cli import main
+from provisioner.compile import compile_file
 from provisioner.drivers.registry import connect
 from provisioner.pools import Scaling
 from provisioner.sandbox.server import SandboxSettings
-from provisioner.sharing import compile_file
 from tests.worlds import World, fleet_text
 
 
@@ -103,7 +103,7 @@ def test_a_saved_plan_is_refused_when_its_cluster_changed_since(world: World, tm
     compiled = compile_file(world.fleet)
     gcp = compiled.cluster("gcp")
     driver = connect("gke", world.sandbox.directory)
-    from provisioner.sharing import desired_state
+    from provisioner.compile import desired_state
 
     driver.create_pool(gcp.target.ref, desired_state(gcp.pools[2]))  # someone else creates "spare"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from provisioner import hardware
+from provisioner.compile import compile_file, desired_state
 from provisioner.drivers import poll_intervals, wait_until
 from provisioner.errors import OperationTimeout
 from provisioner.pools import GPU_TAINT, POOL_FIELDS, NativeSharing, PoolState, Scaling, Taint
-from provisioner.sharing import compile_file, desired_state
 
 
 def desired(pool_file, cloud, pools):

@@ -8,8 +8,9 @@ from conftest import EXAMPLES
 from ruamel.yaml import YAML
 
 from provisioner import hardware
+from provisioner.compile import compile_file
+from provisioner.nvidia import DEVICE_PLUGIN_LABEL
 from provisioner.render import CONFIG_MAP, DEVICE_PLUGIN_FILE, GPU_OPERATOR_FILE, render_fleet
-from provisioner.sharing import DEVICE_PLUGIN_LABEL, compile_file
 
 KUBERNETES_VERSION = "1.31"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))

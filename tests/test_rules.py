@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from provisioner.compile import compile_file
 from provisioner.errors import FleetError
-from provisioner.sharing import compile_file
 from tests.conftest import EXAMPLES
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from provisioner.cli import main
+from provisioner.compile import compile_file
 from provisioner.sandbox.server import Sandbox, SandboxSettings
-from provisioner.sharing import compile_file
 
 POOLS = {
     "aks": """

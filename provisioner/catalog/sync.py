@@ -16,12 +16,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from provisioner.capacity import capacity
 from provisioner.catalog.store import ClusterIdentity, DriftFinding, ObservedPool, Store, now, reason_of
+from provisioner.compile import CompiledCluster
 from provisioner.drivers import ClusterRef, Target
 from provisioner.errors import CloudError
 from provisioner.observe import Drivers, Observation, observe
 from provisioner.plan import diff_cluster
 from provisioner.retry import RetryPolicy
-from provisioner.sharing import CompiledCluster
 
 
 @dataclass

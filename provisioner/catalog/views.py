@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
+from provisioner.capacity import sharing_text
 from provisioner.catalog.store import DriftFinding
 
 
@@ -21,9 +22,7 @@ def _nodes(pool: dict[str, Any]) -> str:
 
 
 def _sharing(pool: dict[str, Any]) -> str:
-    parts = [pool["mig"] or ""]
-    if pool["sharing"] != "exclusive":
-        parts.append(f"{pool['sharing']} x{pool['replicas']}")
+    parts = [pool["mig"] or "", sharing_text(pool["sharing"], pool["replicas"])]
     return " + ".join(p for p in parts if p) or "whole GPUs"
 
 

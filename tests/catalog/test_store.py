@@ -1,4 +1,4 @@
-"""The schema and the store's rules, on both databases; capacity read back; the CronJob."""
+"""The schema and the store's rules, on both databases; the CronJob."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from provisioner.catalog.models import Base
 from provisioner.catalog.store import ClusterIdentity, ObservedPool, Store
 from provisioner.catalog.url import redacted
 from provisioner.cli import main
+from provisioner.compile import compile_file, desired_state
 from provisioner.render import render_cronjob
-from provisioner.sharing import compile_file, desired_state
 from tests.conftest import EXAMPLES
 
 HEAD = "0002"  # the newest migration
@@ -66,26 +66,6 @@ def test_a_pool_that_comes_back_is_first_seen_again(catalog_url: str):
     assert back["a100-mig"]["first_seen"] == "2026-11-03T00:00:00+00:00"
     assert back["l4-timeshare"]["first_seen"] == "2026-11-01T00:00:00+00:00"
     assert back["a100-mig"]["deleted_at"] is None
-
-
-@pytest.mark.parametrize(
-    "fleet", ["fleet.yaml", "mig.yaml", "time-slicing.yaml", "mps.yaml", "exclusive.yaml"]
-)
-def test_capacity_read_back_from_the_cloud_equals_what_the_compiler_planned(fleet: str):
-    for cluster in compile_file(EXAMPLES / fleet).clusters:
-        for pool in cluster.pools:
-            read = capacity(cluster.cloud.key, desired_state(pool))
-            setup = pool.setup
-            assert (read.gpu_model, read.mig_profile, read.sharing, read.replicas) == (
-                setup.gpu.name,
-                setup.mig.name if setup.mig else None,
-                setup.sharing,
-                setup.replicas,
-            ), (cluster.name, pool.pool.name)
-            assert (read.slices_per_node, read.memory_per_slice_gb) == (
-                setup.slices_per_node,
-                setup.memory_per_slice_gb,
-            )
 
 
 @pytest.mark.parametrize("shards", [1, 4])

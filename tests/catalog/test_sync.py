@@ -12,11 +12,11 @@ import pytest
 
 from provisioner.catalog.store import Store
 from provisioner.catalog.sync import discover, in_shard, sync
+from provisioner.compile import compile_file, desired_state
 from provisioner.drivers.registry import connect
 from provisioner.observe import Drivers
 from provisioner.retry import RetryPolicy
 from provisioner.sandbox.server import SandboxSettings
-from provisioner.sharing import compile_file, desired_state
 from tests.worlds import World
 
 FAST = RetryPolicy(attempts=2, base=0.01)

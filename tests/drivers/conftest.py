@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.compile import CompiledFleet, compile_file
 from provisioner.sandbox.server import Sandbox, SandboxSettings
-from provisioner.sharing import CompiledFleet, compile_file
 
 CONTRACT_FLEET = Path(__file__).with_name("contract-fleet.yaml")
 # Long enough that a test can start a second operation while the first runs, short enough to be quick.

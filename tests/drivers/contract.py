@@ -10,12 +10,12 @@ from typing import ClassVar
 
 import pytest
 
+from provisioner.compile import CompiledFleet, desired_state
 from provisioner.drivers import ClusterRef, Driver
 from provisioner.drivers.registry import connect
 from provisioner.errors import Busy, CloudError, InvalidRequest, NotFound, NotOwned, Throttled, Unavailable
 from provisioner.pools import PoolState, Scaling, Taint
 from provisioner.sandbox.server import Sandbox
-from provisioner.sharing import CompiledFleet, desired_state
 
 KINDS = ("mig", "ts", "mps", "migts")  # the contract fleet's pool names: MIG, time-sliced, MPS, MIG + sharing
 

@@ -27,8 +27,8 @@ def test_an_aks_label_change_keeps_the_autoscalers_node_count(sandbox, contract_
     """ARM's PUT replaces the whole pool: the count the autoscaler reached must survive an update."""
     import dataclasses
 
+    from provisioner.compile import desired_state
     from provisioner.drivers.registry import connect
-    from provisioner.sharing import desired_state
 
     compiled = contract_fleet.cluster("aks-contract")
     driver = connect("aks", sandbox.directory)
@@ -47,9 +47,9 @@ def test_an_aks_spot_pool_reads_back_as_desired_and_keeps_what_aks_added(sandbox
     cloud's, so the driver reads the pool back as the fleet wants it, and updates keep them."""
     import dataclasses
 
+    from provisioner.compile import desired_state
     from provisioner.drivers.registry import connect
     from provisioner.pools import Taint
-    from provisioner.sharing import desired_state
 
     compiled = contract_fleet.cluster("aks-contract")
     driver = connect("aks", sandbox.directory)

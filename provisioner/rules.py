@@ -1,177 +1,27 @@
-"""The sharing compiler: a pool's intent -> the NodeSetup its cloud needs.
+"""The rules a pool must keep on its cloud, checked before any cloud is asked.
 
-What a cloud accepts is data (hardware/clouds.yaml, read through `provisioner.hardware`); the
-rules here read that table and never branch on a cloud's name.
+Every check runs and every broken rule is reported, each with the field it is about, so that one
+`validate` lists all a file's problems. What a cloud accepts is data (hardware/clouds.yaml, read
+through `provisioner.hardware`); the checks read that table and never branch on a cloud's name.
+The checks also yield what they checked (the instance type, GPUs per node, MIG profile, labels
+and taints with the GPU taint), so the compiler builds on values that are known to be good.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from provisioner import hardware
-from provisioner.drivers import Target
-from provisioner.errors import FleetError
-from provisioner.fleet import Cluster, Fleet, Pool, Sharing, parse
-from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
-from provisioner.pools import GPU_TAINT, NativeSharing, PoolState, Taint
-from provisioner.source import Diagnostic, Loc, cut, shown
+from provisioner.fleet import Pool
+from provisioner.hardware import CloudProfile, InstanceType, MigProfile
+from provisioner.nvidia import TOOL_LABELS
+from provisioner.pools import GPU_TAINT, Taint
+from provisioner.source import Loc, cut, shown
 
-DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-MIG_CONFIG_PREFIX = "all-"  # mig-parted's default configs name every-GPU-alike layouts all-<profile>
-# Labels the tool derives from gpu: a user's own value would silently fight it.
-TOOL_LABELS = {DEVICE_PLUGIN_LABEL: "gpu.sharing", MIG_CONFIG_LABEL: "gpu.mig"}
-
-GPU_RESOURCE = "nvidia.com/gpu"
-# The device plugin renames shared GPUs (renameByDefault) so a pod cannot mistake a share for a
-# whole GPU; GKE's own sharing keeps nvidia.com/gpu.
-SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
-DEFAULT_CONFIG_KEY = "default"
-_CONFIG_KEY_PREFIX = {"time-slicing": "time-sliced", "mps": "mps"}
-_DEVICE_PLUGIN_SECTION = {"time-slicing": "timeSlicing", "mps": "mps"}
 _WHY_NOT_ON_MIG = {
     "device-plugin": "the NVIDIA device plugin does not run MPS on MIG devices",
     "pool-field": "the cloud does not share MIG partitions this way",
 }
-
-
-@dataclass(frozen=True)
-class DevicePluginConfig:
-    """One key of the device-plugin ConfigMap, and the node label value that selects it."""
-
-    mode: Sharing
-    replicas: int
-
-    @property
-    def key(self) -> str:
-        return f"{_CONFIG_KEY_PREFIX[self.mode]}-{self.replicas}"
-
-    @classmethod
-    def from_key(cls, key: str) -> DevicePluginConfig | None:
-        """The config a node label's key names, where it is one this tool writes."""
-        prefix, _, replicas = key.rpartition("-")
-        modes = {p: mode for mode, p in _CONFIG_KEY_PREFIX.items()}
-        if prefix not in modes or not replicas.isdigit():
-            return None
-        return cls(modes[prefix], int(replicas))  # type: ignore[arg-type]
-
-    def document(self) -> dict[str, Any]:
-        section = {
-            "renameByDefault": True,
-            "failRequestsGreaterThanOne": True,
-            "resources": [{"name": GPU_RESOURCE, "replicas": self.replicas}],
-        }
-        return {**default_device_plugin_config(), "sharing": {_DEVICE_PLUGIN_SECTION[self.mode]: section}}
-
-
-def default_device_plugin_config() -> dict[str, Any]:
-    # "single" serves MIG and whole GPUs alike (NVIDIA/k8s-device-plugin#233), matching the
-    # GPU Operator's default mig.strategy.
-    return {"version": "v1", "flags": {"migStrategy": "single"}}
-
-
-@dataclass(frozen=True)
-class NodeSetup:
-    """Everything a pool's nodes need for their GPUs to be shared as the fleet file says."""
-
-    instance_type: InstanceType
-    gpus_per_node: int
-    mig: MigProfile | None
-    mig_setting: str | None  # the cloud's MIG pool field value (MIG1g, 1g.5gb), where it has one
-    sharing: Sharing
-    replicas: int | None
-    native_sharing: NativeSharing | None
-    device_plugin: DevicePluginConfig | None
-    labels: Mapping[str, str]
-    taints: tuple[Taint, ...]
-    resource: str  # what pods request
-
-    @property
-    def gpu(self) -> Gpu:
-        return self.instance_type.gpu
-
-    @property
-    def slices_per_gpu(self) -> int:
-        return slices_per_gpu(self.mig, self.replicas)
-
-    @property
-    def slices_per_node(self) -> int:
-        return self.gpus_per_node * self.slices_per_gpu
-
-    @property
-    def memory_per_slice_gb(self) -> float:
-        return memory_per_slice_gb(self.gpu, self.mig, self.replicas)
-
-
-def slices_per_gpu(mig: MigProfile | None, replicas: int | None) -> int:
-    """MIG instances per GPU (where partitioned) x clients per GPU or instance (where shared)."""
-    return (mig.instances if mig else 1) * (replicas or 1)
-
-
-def memory_per_slice_gb(gpu: Gpu, mig: MigProfile | None, replicas: int | None) -> float:
-    """Memory one slice gets: isolated under MIG, a nominal share under time-slicing/MPS."""
-    device = mig.memory_gb if mig else gpu.memory_gb
-    return round(device / (replicas or 1), 2)
-
-
-@dataclass(frozen=True)
-class CompiledPool:
-    pool: Pool
-    setup: NodeSetup
-
-
-@dataclass(frozen=True)
-class CompiledCluster:
-    cluster: Cluster
-    cloud: CloudProfile
-    pools: tuple[CompiledPool, ...]
-
-    @property
-    def name(self) -> str:
-        return self.cluster.name
-
-    @property
-    def target(self) -> Target:
-        return Target(self.cluster.name, self.cluster.ref)
-
-    @property
-    def device_plugin_configs(self) -> list[DevicePluginConfig]:
-        """The distinct device-plugin configs this cluster's pools select, in key order."""
-        configs = {p.setup.device_plugin for p in self.pools if p.setup.device_plugin}
-        return sorted(configs, key=lambda c: (c.mode, c.replicas))
-
-    @property
-    def uses_gpu_operator(self) -> bool:
-        return self.cloud.sharing_via == "device-plugin" or self.cloud.mig_via == "operator-label"
-
-
-@dataclass(frozen=True)
-class CompiledFleet:
-    file: str
-    clusters: tuple[CompiledCluster, ...]
-
-    def cluster(self, name: str) -> CompiledCluster | None:
-        return next((c for c in self.clusters if c.name == name), None)
-
-
-def desired_state(compiled: CompiledPool) -> PoolState:
-    """The PoolState a cloud should hold for `compiled`: what plan compares drivers' pools to."""
-    pool, setup = compiled.pool, compiled.setup
-    return PoolState(
-        name=pool.name,
-        instance_type=pool.instance_type,
-        gpus_per_node=setup.gpus_per_node,
-        mig_setting=setup.mig_setting,
-        sharing=setup.native_sharing,
-        spot=pool.spot,
-        disk_size_gb=pool.disk_size_gb,
-        scaling=pool.nodes.scaling,
-        labels=tuple(setup.labels.items()),
-        taints=setup.taints,
-    )
 
 
 class PoolProblems(Exception):
@@ -182,38 +32,19 @@ class PoolProblems(Exception):
         super().__init__("; ".join(message for _, message in problems))
 
 
-def compile_file(path: str | Path, text: str | None = None) -> CompiledFleet:
-    """Load and compile a fleet file (or `text` once read from it); FleetError lists every problem."""
-    fleet, problems = parse(path, text)
-    try:
-        compiled = compile_fleet(fleet)
-    except FleetError as exc:
-        problems += exc.diagnostics
-    if problems:
-        raise FleetError(problems)
-    return compiled
+@dataclass(frozen=True)
+class CheckedPool:
+    """A pool that keeps its cloud's rules, with what the checks found out about it."""
+
+    instance_type: InstanceType
+    gpus_per_node: int
+    mig: MigProfile | None
+    labels: dict[str, str]  # the user's
+    taints: tuple[Taint, ...]  # the GPU taint first, then the user's
 
 
-def compile_fleet(fleet: Fleet) -> CompiledFleet:
-    hw = hardware.load()
-    problems: list[Diagnostic] = []
-    clusters = []
-    for cluster in fleet.clusters:
-        cloud = hw.clouds[cluster.cloud]
-        pools = []
-        for pool in cluster.pools:
-            try:
-                pools.append(CompiledPool(pool, compile_pool(cloud, pool)))
-            except PoolProblems as exc:
-                problems += [fleet.source.diagnostic(pool._loc + loc, msg) for loc, msg in exc.problems]
-        clusters.append(CompiledCluster(cluster, cloud, tuple(pools)))
-    if problems:
-        raise FleetError(problems)
-    return CompiledFleet(file=fleet.source.file, clusters=tuple(clusters))
-
-
-def compile_pool(cloud: CloudProfile, pool: Pool) -> NodeSetup:
-    """The NodeSetup for `pool` on `cloud`; PoolProblems lists every rule it breaks."""
+def check_pool(cloud: CloudProfile, pool: Pool) -> CheckedPool:
+    """`pool` as checked against `cloud`'s rules; PoolProblems lists every rule it breaks."""
     problems = _Problems()
     if not cloud.pool_name_pattern.fullmatch(pool.name):
         problems.add(
@@ -232,34 +63,7 @@ def compile_pool(cloud: CloudProfile, pool: Pool) -> NodeSetup:
     _check_replicas(cloud, pool, mig, problems)
     if problems:
         raise PoolProblems(problems)
-
-    spec = pool.gpu
-    shared = spec.sharing != "exclusive"
-    native = device_plugin = None
-    if shared and cloud.sharing_via == "pool-field":
-        strategy = cloud.sharing_modes[spec.sharing].strategy or spec.sharing
-        native = NativeSharing(strategy, spec.replicas or 0)
-    elif shared:
-        device_plugin = DevicePluginConfig(spec.sharing, spec.replicas or 0)
-        labels[DEVICE_PLUGIN_LABEL] = device_plugin.key
-    mig_setting = None
-    if mig and cloud.mig_via == "pool-field":
-        mig_setting = cloud.mig_setting(mig)
-    elif mig:
-        labels[MIG_CONFIG_LABEL] = MIG_CONFIG_PREFIX + mig.name
-    return NodeSetup(
-        instance_type=instance_type,
-        gpus_per_node=gpus_per_node,
-        mig=mig,
-        mig_setting=mig_setting,
-        sharing=spec.sharing,
-        replicas=spec.replicas if shared else None,
-        native_sharing=native,
-        device_plugin=device_plugin,
-        labels=labels,
-        taints=taints,
-        resource=SHARED_GPU_RESOURCE if device_plugin else GPU_RESOURCE,
-    )
+    return CheckedPool(instance_type, gpus_per_node, mig, labels, taints)
 
 
 class _Problems(list[tuple[Loc, str]]):

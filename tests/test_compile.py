@@ -1,11 +1,14 @@
-"""What each sharing mode compiles to on each cloud (FACTS.md), and the capacity it gives."""
+"""What each sharing mode compiles to on each cloud (FACTS.md), and the capacity it gives.
+
+The conventions themselves (keys, documents, reading back) are tested in test_nvidia.py."""
 
 from __future__ import annotations
 
 import pytest
 
+from provisioner.compile import compile_file
+from provisioner.nvidia import DevicePluginConfig
 from provisioner.pools import GPU_TAINT, Taint
-from provisioner.sharing import compile_file
 
 
 def setup_of(pool_file, cloud: str, pool: str):
@@ -46,11 +49,9 @@ def test_aks_time_slicing_is_a_device_plugin_label(pool_file):
           nodes: {count: 2}
         """,
     )
-    assert setup.labels["nvidia.com/device-plugin.config"] == "time-sliced-10"
-    assert setup.device_plugin.key == "time-sliced-10"
-    config = setup.device_plugin.document()
-    assert config["flags"] == {"migStrategy": "single"}
-    assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 10}]
+    assert setup.labels == {"nvidia.com/device-plugin.config": "time-sliced-10"}
+    assert setup.device_plugin == DevicePluginConfig("time-slicing", 10)
+    assert (setup.mig_setting, setup.native_sharing) == (None, None)
     assert setup.resource == "nvidia.com/gpu.shared"
     assert setup.slices_per_node == 4 * 10  # 4 T4s, 10 clients each
     assert setup.memory_per_slice_gb == 1.6
@@ -70,7 +71,7 @@ def test_gke_mig_and_sharing_are_pool_fields(pool_file):
     assert setup.mig_setting == "1g.5gb"
     assert (setup.native_sharing.strategy, setup.native_sharing.clients_per_gpu) == ("TIME_SHARING", 3)
     assert setup.device_plugin is None
-    assert "nvidia.com/device-plugin.config" not in setup.labels
+    assert setup.labels == {}  # GKE shares GPUs itself: no device-plugin label
     assert setup.instance_type.accelerator == "nvidia-tesla-a100"
     assert setup.slices_per_gpu == 21  # FACTS: 7 partitions x 3 clients
     assert setup.slices_per_node == 42
@@ -155,9 +156,9 @@ def test_mps_through_the_device_plugin(pool_file, cloud):
           nodes: {{count: 1}}
         """,
     )
-    assert setup.labels["nvidia.com/device-plugin.config"] == "mps-4"
-    assert "mps" in setup.device_plugin.document()["sharing"]
-    assert setup.slices_per_node == 4
+    assert setup.labels == {"nvidia.com/device-plugin.config": "mps-4"}
+    assert setup.device_plugin == DevicePluginConfig("mps", 4)
+    assert (setup.resource, setup.slices_per_node) == ("nvidia.com/gpu.shared", 4)
 
 
 def test_exclusive_pool_gets_the_gpu_taint_and_whole_gpus(pool_file):

@@ -1,0 +1,165 @@
+"""The compiler: a fleet file's pools -> the NodeSetup each needs on its cloud.
+
+It composes three concerns, each in its own module: whether a pool keeps its cloud's rules
+(rules.py), how NVIDIA's conventions or the cloud's own pool fields carry MIG and sharing
+(nvidia.py), and what the pool then offers (capacity.py). What is left here is the flow, file ->
+checked pools -> NodeSetups per cluster, and `desired_state`, the PoolState that plan compares the
+clouds' pools to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from provisioner import hardware
+from provisioner.capacity import memory_per_slice_gb, slices_per_gpu
+from provisioner.drivers import Target
+from provisioner.errors import FleetError
+from provisioner.fleet import Cluster, Fleet, Pool, Sharing, parse
+from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
+from provisioner.nvidia import DevicePluginConfig, marks
+from provisioner.pools import NativeSharing, PoolState, Taint
+from provisioner.rules import PoolProblems, check_pool
+from provisioner.source import Diagnostic
+
+
+@dataclass(frozen=True)
+class NodeSetup:
+    """Everything a pool's nodes need for their GPUs to be shared as the fleet file says."""
+
+    instance_type: InstanceType
+    gpus_per_node: int
+    mig: MigProfile | None
+    mig_setting: str | None  # the cloud's MIG pool field value (MIG1g, 1g.5gb), where it has one
+    sharing: Sharing
+    replicas: int | None
+    native_sharing: NativeSharing | None
+    device_plugin: DevicePluginConfig | None
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    resource: str  # what pods request
+
+    @property
+    def gpu(self) -> Gpu:
+        return self.instance_type.gpu
+
+    @property
+    def slices_per_gpu(self) -> int:
+        return slices_per_gpu(self.mig, self.replicas)
+
+    @property
+    def slices_per_node(self) -> int:
+        return self.gpus_per_node * self.slices_per_gpu
+
+    @property
+    def memory_per_slice_gb(self) -> float:
+        return memory_per_slice_gb(self.gpu, self.mig, self.replicas)
+
+
+@dataclass(frozen=True)
+class CompiledPool:
+    pool: Pool
+    setup: NodeSetup
+
+
+@dataclass(frozen=True)
+class CompiledCluster:
+    cluster: Cluster
+    cloud: CloudProfile
+    pools: tuple[CompiledPool, ...]
+
+    @property
+    def name(self) -> str:
+        return self.cluster.name
+
+    @property
+    def target(self) -> Target:
+        return Target(self.cluster.name, self.cluster.ref)
+
+    @property
+    def device_plugin_configs(self) -> list[DevicePluginConfig]:
+        """The distinct device-plugin configs this cluster's pools select, in key order."""
+        configs = {p.setup.device_plugin for p in self.pools if p.setup.device_plugin}
+        return sorted(configs, key=lambda c: (c.mode, c.replicas))
+
+    @property
+    def uses_gpu_operator(self) -> bool:
+        return self.cloud.sharing_via == "device-plugin" or self.cloud.mig_via == "operator-label"
+
+
+@dataclass(frozen=True)
+class CompiledFleet:
+    clusters: tuple[CompiledCluster, ...]
+
+    def cluster(self, name: str) -> CompiledCluster | None:
+        return next((c for c in self.clusters if c.name == name), None)
+
+
+def desired_state(compiled: CompiledPool) -> PoolState:
+    """The PoolState a cloud should hold for `compiled`: what plan compares drivers' pools to."""
+    pool, setup = compiled.pool, compiled.setup
+    return PoolState(
+        name=pool.name,
+        instance_type=pool.instance_type,
+        gpus_per_node=setup.gpus_per_node,
+        mig_setting=setup.mig_setting,
+        sharing=setup.native_sharing,
+        spot=pool.spot,
+        disk_size_gb=pool.disk_size_gb,
+        scaling=pool.nodes.scaling,
+        labels=tuple(setup.labels.items()),
+        taints=setup.taints,
+    )
+
+
+def compile_file(path: str | Path, text: str | None = None) -> CompiledFleet:
+    """Load and compile a fleet file (or `text` once read from it); FleetError lists every problem."""
+    fleet, problems = parse(path, text)
+    try:
+        compiled = compile_fleet(fleet)
+    except FleetError as exc:
+        problems += exc.diagnostics
+    if problems:
+        raise FleetError(problems)
+    return compiled
+
+
+def compile_fleet(fleet: Fleet) -> CompiledFleet:
+    hw = hardware.load()
+    problems: list[Diagnostic] = []
+    clusters = []
+    for cluster in fleet.clusters:
+        cloud = hw.clouds[cluster.cloud]
+        pools = []
+        for pool in cluster.pools:
+            try:
+                pools.append(CompiledPool(pool, compile_pool(cloud, pool)))
+            except PoolProblems as exc:
+                problems += [fleet.source.diagnostic(pool._loc + loc, msg) for loc, msg in exc.problems]
+        clusters.append(CompiledCluster(cluster, cloud, tuple(pools)))
+    if problems:
+        raise FleetError(problems)
+    return CompiledFleet(tuple(clusters))
+
+
+def compile_pool(cloud: CloudProfile, pool: Pool) -> NodeSetup:
+    """The NodeSetup for `pool` on `cloud`; PoolProblems lists every rule it breaks."""
+    checked = check_pool(cloud, pool)
+    spec = pool.gpu
+    replicas = spec.replicas if spec.sharing != "exclusive" else None
+    marked = marks(cloud, checked.mig, spec.sharing, replicas)
+    return NodeSetup(
+        instance_type=checked.instance_type,
+        gpus_per_node=checked.gpus_per_node,
+        mig=checked.mig,
+        mig_setting=marked.mig_setting,
+        sharing=spec.sharing,
+        replicas=replicas,
+        native_sharing=marked.native_sharing,
+        device_plugin=marked.device_plugin,
+        labels=checked.labels | marked.labels,
+        taints=checked.taints,
+        resource=marked.resource,
+    )

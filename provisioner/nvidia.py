@@ -1,0 +1,139 @@
+"""NVIDIA's conventions for partitioning and sharing GPUs, written and read back side by side.
+
+Where a cloud does not partition or share GPUs itself, NVIDIA's GPU Operator does, steered by
+node labels: mig-parted's `nvidia.com/mig.config=all-<profile>` and the device plugin's
+`nvidia.com/device-plugin.config=<key>`, whose key must name a config in the ConfigMap `render`
+prints. Where the cloud does it itself (AKS gpuInstanceProfile, GKE gpu_partition_size and
+gpu_sharing_config), a pool field carries it, spelled as hardware/clouds.yaml says.
+
+The compiler writes these marks (`marks`); `capacity` reads them back from a pool as the cloud
+holds it (`read_mig`, `read_sharing`), also for pools no fleet file describes. Writer and readers
+live in this one module so that neither can change without the other in sight: a label the tool
+writes but cannot read back would make `sync` record a shared pool as whole GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from provisioner.fleet import Sharing
+from provisioner.hardware import CloudProfile, Gpu, MigProfile
+from provisioner.pools import NativeSharing, PoolState
+
+DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_CONFIG_PREFIX = "all-"  # mig-parted's default configs name every-GPU-alike layouts all-<profile>
+# The labels the tool derives from a pool's gpu field: a user's own value would silently fight it.
+TOOL_LABELS = {DEVICE_PLUGIN_LABEL: "gpu.sharing", MIG_CONFIG_LABEL: "gpu.mig"}
+
+GPU_RESOURCE = "nvidia.com/gpu"
+# The device plugin renames shared GPUs (renameByDefault) so a pod cannot mistake a share for a
+# whole GPU; GKE's own sharing keeps nvidia.com/gpu.
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+
+# "single" serves MIG and whole GPUs alike (NVIDIA/k8s-device-plugin#233); the device plugin's
+# config and the GPU Operator's mig.strategy must agree on it.
+MIG_STRATEGY = "single"
+DEFAULT_CONFIG_KEY = "default"  # the ConfigMap key a node without the device-plugin label gets
+_CONFIG_KEY_PREFIX = {"time-slicing": "time-sliced", "mps": "mps"}
+_DEVICE_PLUGIN_SECTION = {"time-slicing": "timeSlicing", "mps": "mps"}
+
+
+def default_device_plugin_config() -> dict[str, Any]:
+    return {"version": "v1", "flags": {"migStrategy": MIG_STRATEGY}}
+
+
+@dataclass(frozen=True)
+class DevicePluginConfig:
+    """One key of the device-plugin ConfigMap, and the node label value that selects it."""
+
+    mode: Sharing
+    replicas: int
+
+    @property
+    def key(self) -> str:
+        return f"{_CONFIG_KEY_PREFIX[self.mode]}-{self.replicas}"
+
+    @classmethod
+    def from_key(cls, key: str) -> DevicePluginConfig | None:
+        """The config a node label's key names, where it is one this tool writes."""
+        prefix, _, replicas = key.rpartition("-")
+        modes = {p: mode for mode, p in _CONFIG_KEY_PREFIX.items()}
+        if prefix not in modes or not replicas.isdigit():
+            return None
+        return cls(modes[prefix], int(replicas))  # type: ignore[arg-type]
+
+    def document(self) -> dict[str, Any]:
+        """The config under its key in the ConfigMap: the default's flags plus this sharing."""
+        section = {
+            "renameByDefault": True,
+            "failRequestsGreaterThanOne": True,
+            "resources": [{"name": GPU_RESOURCE, "replicas": self.replicas}],
+        }
+        return {**default_device_plugin_config(), "sharing": {_DEVICE_PLUGIN_SECTION[self.mode]: section}}
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What tells a pool's nodes their MIG profile and sharing: the cloud's own pool fields where
+    it has them, NVIDIA's node labels elsewhere."""
+
+    mig_setting: str | None = None  # the cloud's MIG pool field value (MIG1g, 1g.5gb)
+    native_sharing: NativeSharing | None = None  # the cloud's sharing pool field
+    device_plugin: DevicePluginConfig | None = None  # the ConfigMap config the label selects
+    labels: dict[str, str] = field(default_factory=dict)  # the NVIDIA labels, in this order
+
+    @property
+    def resource(self) -> str:
+        """What pods request: the device plugin renames the GPUs it shares."""
+        return SHARED_GPU_RESOURCE if self.device_plugin else GPU_RESOURCE
+
+
+def marks(cloud: CloudProfile, mig: MigProfile | None, sharing: Sharing, replicas: int | None) -> Marks:
+    """How `cloud` is told to partition every GPU into `mig` and share it as `sharing`.
+
+    Inverse: `read_mig` and `read_sharing`."""
+    native = device_plugin = mig_setting = None
+    labels: dict[str, str] = {}
+    if sharing != "exclusive" and cloud.sharing_via == "pool-field":
+        native = NativeSharing(cloud.sharing_modes[sharing].strategy or sharing, replicas or 0)
+    elif sharing != "exclusive":
+        device_plugin = DevicePluginConfig(sharing, replicas or 0)
+        labels[DEVICE_PLUGIN_LABEL] = device_plugin.key
+    if mig and cloud.mig_via == "pool-field":
+        mig_setting = cloud.mig_setting(mig)
+    elif mig:
+        labels[MIG_CONFIG_LABEL] = MIG_CONFIG_PREFIX + mig.name
+    return Marks(mig_setting, native, device_plugin, labels)
+
+
+def read_mig(cloud: CloudProfile, gpu: Gpu, state: PoolState) -> MigProfile | None:
+    """The MIG profile `state`'s GPUs are partitioned into, as `marks` wrote it; None: whole GPUs,
+    or a layout this tool does not write."""
+    if cloud.mig_via == "operator-label":
+        value = state.label_map.get(MIG_CONFIG_LABEL, "")
+        return (
+            gpu.mig.get(value.removeprefix(MIG_CONFIG_PREFIX))
+            if value.startswith(MIG_CONFIG_PREFIX)
+            else None
+        )
+    if state.mig_setting is None:
+        return None
+    if cloud.mig_values:  # the field names a GPU-instance profile ID (AKS MIG1g = GI 19)
+        gi = cloud.mig_values.get(state.mig_setting)
+        return next((p for p in gpu.mig.values() if p.gi == gi), None)
+    return gpu.mig.get(state.mig_setting)
+
+
+def read_sharing(cloud: CloudProfile, state: PoolState) -> tuple[Sharing, int | None]:
+    """How `state`'s GPUs are shared and with how many clients each, as `marks` wrote it;
+    ("exclusive", None) where they are not, or by a config this tool does not write."""
+    if cloud.sharing_via == "pool-field":
+        if state.sharing is None:
+            return "exclusive", None
+        strategy = state.sharing.strategy
+        mode = next(m for m, spec in cloud.sharing_modes.items() if (spec.strategy or m) == strategy)
+        return mode, state.sharing.clients_per_gpu  # type: ignore[return-value]
+    config = DevicePluginConfig.from_key(state.label_map.get(DEVICE_PLUGIN_LABEL, ""))
+    return (config.mode, config.replicas) if config else ("exclusive", None)
