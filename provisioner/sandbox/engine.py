@@ -16,7 +16,7 @@ B = TypeVar("B")
 
 
 class ClusterBusy(Exception):
-    """A pool operation is already running on the cluster (AKS 409, GKE FAILED_PRECONDITION)."""
+    """A pool operation is already running on the cluster; each cloud answers it with its own error."""
 
     def __init__(self, running: Operation):
         super().__init__(f"operation {running.id} ({running.kind} {running.pool}) is in progress")
