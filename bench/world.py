@@ -16,7 +16,7 @@ from pathlib import Path
 from provisioner.compile import CompiledFleet, compile_file
 from provisioner.fleet import GkeCluster
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE
-from provisioner.sandbox.gke.models import Accelerator, Autoscaling, NodePool, cluster_key
+from provisioner.sandbox.gke.models import Accelerator, Autoscaling, NodePool
 from provisioner.sandbox.server import Sandbox, SandboxSettings
 
 POOL = (
@@ -95,12 +95,11 @@ def _serve(
 ) -> None:
     sandbox = Sandbox(directory, SandboxSettings()).start([c.target.ref for c in compiled.clusters])
     if created:
-        backend = sandbox.emulators["gke"].backend  # type: ignore[attr-defined]
         for cluster in compiled.clusters:
             ref = cluster.target.ref
-            key = cluster_key(ref.account, ref.location, ref.name)
+            backend = sandbox.emulators["gke"].backend(ref.account, ref.location)  # type: ignore[attr-defined]
             for pool in cluster.pools:
-                backend.create_pool(key, _as_created(pool.pool.name))
+                backend.create_pool(ref.name, _as_created(pool.pool.name))
     for engine in sandbox.engines.values():
         engine.op_seconds = op_seconds
     for emulator in sandbox.emulators.values():

@@ -1,8 +1,13 @@
 """Local emulators of the AKS, GKE and EKS node-pool APIs, for the demo, tests and benchmarks.
 
-Each emulator keeps its state apart from its wire glue, as moto does: `engine` is the
-cloud-neutral part (clusters, one pool operation per cluster at a time, operations that take
-time, injected faults); each cloud's models and its HTTP layer sit on top.
+Each emulator is split as moto splits a service: `models` (state and rules, with backends keyed
+by account and location), `exceptions` (one class per cloud error code), `responses` (the wire
+format) and `urls` (the routes). `engine` and `wire` are the cloud-neutral parts (clusters, one
+pool operation per cluster at a time, operations that take time, injected faults, HTTP glue).
+
+The emulators are oracles independent of the tool: their rule tables are their own, taken from
+each cloud's API reference, and they import nothing of the tool outside this package (at run
+time), so a wrong fact in the tool's hardware data fails a test instead of passing twice.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""What every emulated cloud shares: clusters of pools, long-running operations, faults."""
+"""What every emulated cloud shares: clusters of pools, long-running operations, faults, and
+backends keyed by account and location. Cloud-neutral: no cloud's rules or codes live here."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 OperationKind = Literal["create", "update", "delete"]
+B = TypeVar("B")
 
 
 class ClusterBusy(Exception):
-    """A pool operation is already running on the cluster (AKS 409, GKE FAILED_PRECONDITION)."""
+    """A pool operation is already running on the cluster; each cloud answers it with its own error."""
 
     def __init__(self, running: Operation):
         super().__init__(f"operation {running.id} ({running.kind} {running.pool}) is in progress")
@@ -146,3 +148,32 @@ class Engine:
         if self._random.random() < 0.5:
             return Fault(429, retry_after=round(self._random.uniform(0.05, 0.5), 2))
         return Fault(503, retry_after=None)
+
+
+class _Locations(dict[str, B]):
+    def __init__(self, make: Callable[[str], B], lock: threading.Lock):
+        super().__init__()
+        self._make = make
+        self._lock = lock
+
+    def __missing__(self, location: str) -> B:
+        with self._lock:
+            return self.setdefault(location, self._make(location))
+
+
+class BackendDict(dict[str, "_Locations[B]"], Generic[B]):
+    """One cloud's backends, `backends[account][location]`, each made on first use: moto's
+    BackendDict, which keys a service's backends by account and region. What account and location
+    are is the cloud's resource hierarchy (AKS subscription and resource group, GKE project and
+    location, EKS account and region). A cloud's backends share its Engine, so one lock, one
+    operation clock and one fault draw cover them all."""
+
+    def __init__(self, make: Callable[[str, str], B]):
+        super().__init__()
+        self._make = make
+        self._lock = threading.Lock()
+
+    def __missing__(self, account: str) -> _Locations[B]:
+        with self._lock:
+            made = _Locations(lambda location: self._make(account, location), self._lock)
+            return self.setdefault(account, made)

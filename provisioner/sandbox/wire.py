@@ -1,4 +1,8 @@
-"""HTTP glue every emulator shares: latency, injected faults, and errors in the cloud's format."""
+"""HTTP glue every emulator shares: latency, injected faults, and errors in the cloud's format.
+
+Cloud-neutral: what each cloud answers (its error codes, its wire format) is that cloud's own
+`exceptions` and `responses`; this module only knows that an error has a status and a code.
+"""
 
 from __future__ import annotations
 
@@ -17,17 +21,38 @@ from werkzeug.wrappers import Request, Response
 from provisioner.sandbox.engine import Engine
 
 
-@dataclass
 class ApiError(Exception):
-    """What a cloud's models reject a request with; its responses module renders it."""
+    """What a cloud's models reject a request with; its responses module renders it.
 
-    status: int  # HTTP status
-    code: str  # the cloud's error code: OperationNotAllowed, FAILED_PRECONDITION, ...
-    message: str
-    retry_after: float | None = None
+    Each cloud's `exceptions` module subclasses it once per error code the cloud answers, the
+    class carrying the code and its HTTP status (as moto's per-service exceptions do).
+    """
+
+    status: int = 400  # HTTP status
+    code: str = ""  # the cloud's error code: OperationNotAllowed, FAILED_PRECONDITION, ...
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after  # seconds, sent as Retry-After
 
     def __str__(self) -> str:
         return f"{self.status} {self.code}: {self.message}"
+
+
+class MalformedBody(Exception):
+    """A request body that is not a JSON object; each cloud answers it with its own error."""
+
+
+@dataclass(frozen=True)
+class WireErrors:
+    """How one cloud answers what this shared layer finds wrong, in the cloud's own errors:
+    a body that is not JSON, a path or method it does not serve, and the faults the engine draws
+    (by status: 429 throttled, 503 unavailable)."""
+
+    malformed: Callable[[str], ApiError]
+    no_route: Callable[[str], ApiError]
+    faults: dict[int, Callable[[], ApiError]]
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -40,9 +65,9 @@ def request_json(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(request.data)
     except ValueError as exc:
-        raise ApiError(400, "InvalidRequestContent", f"the body is not JSON: {exc}") from None
+        raise MalformedBody(f"the body is not JSON: {exc}") from None
     if not isinstance(body, dict):
-        raise ApiError(400, "InvalidRequestContent", "the body must be a JSON object")
+        raise MalformedBody("the body must be a JSON object")
     return body
 
 
@@ -51,10 +76,8 @@ ErrorRenderer = Callable[[ApiError], Response]
 
 
 class EmulatorApp:
-    """A WSGI app: routes to handlers, sleeps `latency` per request, answers a share with faults.
-
-    `faults` maps the engine's drawn fault status (429 or 503) to the cloud's own error.
-    """
+    """A WSGI app: routes to handlers, sleeps `latency` per request, answers a share with faults,
+    and renders every ApiError in the cloud's format (`render_error`)."""
 
     def __init__(
         self,
@@ -63,14 +86,14 @@ class EmulatorApp:
         routes: Map,
         handlers: dict[str, Handler],
         render_error: ErrorRenderer,
-        faults: dict[int, ApiError],
+        errors: WireErrors,
         latency: float = 0.0,
     ):
         self.engine = engine
         self.routes = routes
         self.handlers = handlers
         self.render_error = render_error
-        self.faults = faults
+        self.errors = errors
         self.latency = latency
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -81,21 +104,19 @@ class EmulatorApp:
             time.sleep(self.latency)
         fault = self.engine.fault()
         if fault is not None:
-            error = self.faults[fault.status]
-            return self.render_error(
-                ApiError(error.status, error.code, error.message, retry_after=fault.retry_after)
-            )
+            error = self.errors.faults[fault.status]()
+            error.retry_after = fault.retry_after
+            return self.render_error(error)
         try:
             endpoint, args = self.routes.bind_to_environ(request.environ).match()
             return self.handlers[endpoint](request, **args)
         except ApiError as error:
             return self.render_error(error)
-        except (NotFound, MethodNotAllowed) as exc:
-            return self.render_error(
-                ApiError(exc.code or 404, "NotFound", f"{request.method} {request.path}")
-            )
-        except HTTPException as exc:
-            return self.render_error(ApiError(exc.code or 400, "BadRequest", exc.description or ""))
+        except (NotFound, MethodNotAllowed):
+            return self.render_error(self.errors.no_route(f"{request.method} {request.path}"))
+        except (MalformedBody, HTTPException) as exc:
+            message = exc.description if isinstance(exc, HTTPException) else str(exc)
+            return self.render_error(self.errors.malformed(message or "bad request"))
 
 
 @dataclass

@@ -183,12 +183,13 @@ def test_apply_records_the_pools_it_changed(world: World):
 def test_discover_catalogs_the_gpu_pools_of_clusters_the_fleet_does_not_name(world: World, catalog_url: str):
     from provisioner.sandbox.gke.models import Accelerator, NodePool
 
-    backend = world.sandbox.emulators["gke"].backend  # type: ignore[attr-defined]
     gcp = compile_file(world.fleet).cluster("gcp").target.ref
-    key = backend.add_cluster(gcp.account, "europe-west1", "shadow-it")
-    backend.seed_system_pool(key)
+    backend = world.sandbox.emulators["gke"].backend(gcp.account, "europe-west1")  # type: ignore[attr-defined]
+    backend.add_cluster("shadow-it")
+    backend.seed_system_pool("shadow-it")
     backend.create_pool(
-        key, NodePool("l4s", "g2-standard-24", node_count=1, accelerators=(Accelerator("nvidia-l4", 2),))
+        "shadow-it",
+        NodePool("l4s", "g2-standard-24", node_count=1, accelerators=(Accelerator("nvidia-l4", 2),)),
     )
 
     result = world.run("sync", str(world.fleet), "--discover")

@@ -34,9 +34,9 @@ def test_an_aks_label_change_keeps_the_autoscalers_node_count(sandbox, contract_
     driver = connect("aks", sandbox.directory)
     want = dataclasses.replace(desired_state(compiled.pools[0]), name="keepcount")  # autoscaled 0-3
     driver.create_pool(compiled.target.ref, want)
-    backend = sandbox.emulators["aks"].backend
-    key = next(k for k in backend.engine.clusters() if k.endswith("/contract-aks"))
-    backend.engine.cluster(key).pools["keepcount"]["count"] = 2  # the autoscaler added two nodes
+    ref = compiled.target.ref
+    backend = sandbox.emulators["aks"].backend(ref.account, ref.location)  # type: ignore[attr-defined]
+    backend.cluster(ref.name).pools["keepcount"]["count"] = 2  # the autoscaler added two nodes
     updated = driver.update_pool(compiled.target.ref, dataclasses.replace(want, labels=(("team", "ml"),)))
     assert updated.nodes == 2
     driver.delete_pool(compiled.target.ref, "keepcount")
@@ -64,9 +64,9 @@ def test_an_aks_spot_pool_reads_back_as_desired_and_keeps_what_aks_added(sandbox
     updated = driver.update_pool(compiled.target.ref, changed)
     assert changed.differences(updated) == []
     assert (updated.labels, updated.taints) == ((("team", "ml"),), (Taint("a", "b", "NoExecute"),))
-    backend = sandbox.emulators["aks"].backend
-    key = next(k for k in backend.engine.clusters() if k.endswith("/contract-aks"))
-    on_the_cloud = backend.engine.cluster(key).pools["spotback"]
+    ref = compiled.target.ref
+    backend = sandbox.emulators["aks"].backend(ref.account, ref.location)  # type: ignore[attr-defined]
+    on_the_cloud = backend.cluster(ref.name).pools["spotback"]
     assert on_the_cloud["nodeLabels"] == {"team": "ml", "kubernetes.azure.com/scalesetpriority": "spot"}
     assert on_the_cloud["nodeTaints"] == [
         "a=b:NoExecute",

@@ -9,7 +9,9 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
+from provisioner.errors import FleetError
 from provisioner.sandbox.server import Sandbox
+from provisioner.sharing import compile_file
 
 GKE_CLUSTER = "/v1/projects/contract-project/locations/us-central1/clusters/contract-gke"
 AKS_CLUSTER = (
@@ -76,7 +78,8 @@ class TestGke:
         [
             (
                 gke_pool("nopart", gpuPartitionSize="1g.10gb"),
-                "GPU partition size 1g.10gb is not supported for nvidia-tesla-a100",
+                "GPU partition size 1g.10gb is not supported for nvidia-tesla-a100; supported: "
+                "1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb.",
             ),
             (
                 gke_pool("fourg", gpuPartitionSize="4g.20gb"),
@@ -90,24 +93,33 @@ class TestGke:
                     acceleratorType="nvidia-h100-80gb",
                     gpuPartitionSize="4g.40gb",
                 ),
-                "GPU partition size 4g.40gb is not supported for nvidia-h100-80gb",
+                "GPU partition size 4g.40gb is not supported for nvidia-h100-80gb; supported: "
+                "1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 7g.80gb.",
             ),
-            (gke_pool("wrongacc", machine="g2-standard-8"), "Machine type g2-standard-8 takes nvidia-l4"),
-            (gke_pool("toomany", acceleratorCount="2"), "takes 1 nvidia-tesla-a100, not 2"),
+            (
+                gke_pool("wrongacc", machine="g2-standard-8"),
+                "Machine type g2-standard-8 takes nvidia-l4, not nvidia-tesla-a100.",
+            ),
+            (
+                gke_pool("toomany", acceleratorCount="2"),
+                "Machine type a2-highgpu-1g takes 1 nvidia-tesla-a100, not 2.",
+            ),
             (
                 gke_pool(
                     "clients", gpuSharingConfig={"gpuSharingStrategy": 2, "maxSharedClientsPerGpu": "49"}
                 ),
-                "between 2 and 48",
+                "maxSharedClientsPerGpu must be between 2 and 48.",
             ),
-            (gke_pool("Bad_Name"), "Invalid node pool name"),
+            (
+                gke_pool("Bad_Name"),
+                "Invalid node pool name 'Bad_Name': lowercase letters, digits and hyphens, starting with "
+                "a letter, not ending with a hyphen, 1-40 characters.",
+            ),
         ],
     )
     def test_invalid_pools_are_refused(self, url, body, message):
         response = requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=body)
-        status, code, text = gke_error(response)
-        assert (status, code) == (400, "INVALID_ARGUMENT")
-        assert message in text
+        assert gke_error(response) == (400, "INVALID_ARGUMENT", message)
 
     def test_disks_below_the_minimum_are_refused_on_create_and_update(self, url):
         small = gke_pool("smalldisk")
@@ -209,12 +221,30 @@ class TestAks:
             (
                 "t4mig",
                 {"vmSize": "Standard_NC4as_T4_v3", "gpuInstanceProfile": "MIG1g"},
-                "does not support GPU instance profile",
+                "The VM size Standard_NC4as_T4_v3 does not support GPU instance profile MIG1g.",
             ),
-            ("badmig", {"gpuInstanceProfile": "MIG5g"}, "allowed: MIG1g, MIG2g, MIG3g, MIG4g, MIG7g"),
-            ("toolongpoolname", {}, "Agent pool name"),
-            ("taint", {"nodeTaints": ["k=v:Sometimes"]}, "Taint 'k=v:Sometimes' is invalid"),
-            ("bounds", {"enableAutoScaling": True, "minCount": 3, "maxCount": 1}, "minCount <= maxCount"),
+            (
+                "badmig",
+                {"gpuInstanceProfile": "MIG5g"},
+                "gpuInstanceProfile 'MIG5g' is invalid; allowed: MIG1g, MIG2g, MIG3g, MIG4g, MIG7g.",
+            ),
+            (
+                "toolongpoolname",
+                {},
+                "Agent pool name 'toolongpoolname' is invalid: lowercase letters and digits, starting "
+                "with a letter, 1-12 characters.",
+            ),
+            (
+                "taint",
+                {"nodeTaints": ["k=v:Sometimes"]},
+                "Taint 'k=v:Sometimes' is invalid: want key=value:NoSchedule|PreferNoSchedule|NoExecute.",
+            ),
+            (
+                "bounds",
+                {"enableAutoScaling": True, "minCount": 3, "maxCount": 1},
+                "Autoscaling needs 0 <= minCount <= maxCount.",
+            ),
+            ("novm", {"vmSize": "Standard_NC6_Promo"}, "The VM size 'Standard_NC6_Promo' is not available."),
             (
                 "bigdisk",
                 {"osDiskSizeGB": 2049},
@@ -224,8 +254,10 @@ class TestAks:
     )
     def test_invalid_pools_are_refused(self, url, name, properties, message):
         response = aks_put(url, name, **properties)
-        assert response.status_code == 400
-        assert message in response.json()["error"]["message"]
+        assert (response.status_code, response.json()) == (
+            400,
+            {"error": {"code": "InvalidParameter", "message": message}},
+        )
 
     def test_a_spot_pool_carries_the_label_and_taint_aks_adds(self, url):
         """`az aks nodepool show` of a Spot pool (AKS spot-node-pool docs) lists both, and an update
@@ -282,13 +314,18 @@ class TestEks:
         [
             (
                 {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
-                "Taint effect 'NoSchedule' is invalid",
+                "Taint effect 'NoSchedule' is invalid; allowed: NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE.",
             ),
-            ({"capacityType": "RESERVED"}, "capacityType must be one of"),
-            ({"amiType": "AL2_x86_64_CUDA"}, "amiType 'AL2_x86_64_CUDA' is not supported"),
+            ({"capacityType": "RESERVED"}, "capacityType must be one of ON_DEMAND, SPOT, CAPACITY_BLOCK."),
+            ({"amiType": "AL2_x86_64_CUDA"}, "amiType 'AL2_x86_64_CUDA' is not supported."),
             (
                 {"scalingConfig": {"minSize": 3, "maxSize": 1, "desiredSize": 1}},
-                "can't be greater than maximum",
+                "Minimum capacity 3 can't be greater than maximum capacity 1.",
+            ),
+            (
+                {"nodegroupName": "-gpu"},
+                "Nodegroup name '-gpu' is invalid: letters, digits, hyphens and underscores, starting "
+                "with a letter or digit, 1-63 characters.",
             ),
             (
                 {"labels": {"example.com/" + "k" * 52: "v"}},
@@ -307,8 +344,16 @@ class TestEks:
     def test_what_moto_accepts_but_eks_refuses(self, eks, overrides, message):
         with pytest.raises(ClientError) as caught:
             self.create(eks, **overrides)
-        assert caught.value.response["Error"]["Code"] == "InvalidParameterException"
-        assert message in caught.value.response["Error"]["Message"]
+        error = caught.value.response["Error"]
+        assert (
+            caught.value.response["ResponseMetadata"]["HTTPStatusCode"],
+            error["Code"],
+            error["Message"],
+        ) == (
+            400,
+            "InvalidParameterException",
+            message,
+        )
 
     def test_an_empty_label_value_is_refused_over_the_wire(self, sandbox: Sandbox):
         """botocore refuses it before sending (labelValue min 1), so it is sent as raw JSON."""
@@ -373,3 +418,98 @@ class TestEks:
             eks.describe_nodegroup(clusterName="contract-eks", nodegroupName="rules")["nodegroup"]["status"]
             == "DELETING"
         )
+
+
+# The oracle property: where the tool's data refuses a pool, the emulator refuses the request the
+# pool would make by its own table and in the cloud's own words. The emulator reads none of the
+# tool's data (tests/test_sandbox_independence.py), so a wrong fact cannot pass both.
+
+ORACLE_CLUSTERS = {
+    "aks": """\
+    cloud: aks
+    subscription: 11111111-1111-1111-1111-111111111111
+    resourceGroup: contract
+    cluster: contract-aks""",
+    "gke": """\
+    cloud: gke
+    project: contract-project
+    location: us-central1
+    cluster: contract-gke""",
+    "eks": """\
+    cloud: eks
+    region: eu-west-1
+    cluster: contract-eks
+    nodeRole: arn:aws:iam::123456789012:role/contract-nodes
+    subnets: [subnet-0c0ffee1]""",
+}
+
+
+def tool_refusal(fleet_file, cloud: str, pool: str) -> list[str]:
+    """What the tool says of a fleet with this one pool on the contract cluster of `cloud`."""
+    path = fleet_file(f"clusters:\n  - name: {cloud}\n{ORACLE_CLUSTERS[cloud]}\n    pools:\n      - {pool}\n")
+    with pytest.raises(FleetError) as caught:
+        compile_file(path)
+    return [d.message for d in caught.value.diagnostics]
+
+
+def test_aks_refuses_mig_on_a_t4_by_its_own_table_as_the_tool_does(sandbox: Sandbox, fleet_file):
+    pool = "{name: t4mig, instanceType: Standard_NC4as_T4_v3, gpu: {mig: 1g.10gb}, nodes: {count: 1}}"
+    assert tool_refusal(fleet_file, "aks", pool) == [
+        "the T4 16GB of Standard_NC4as_T4_v3 does not support MIG; remove gpu.mig or choose an instance "
+        "type with A100, A30, H100, H200 or B200 GPUs"
+    ]
+    response = aks_put(
+        sandbox.endpoints["aks"], "t4mig", vmSize="Standard_NC4as_T4_v3", gpuInstanceProfile="MIG1g"
+    )
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "error": {
+                "code": "InvalidParameter",
+                "message": "The VM size Standard_NC4as_T4_v3 does not support GPU instance profile MIG1g.",
+            }
+        },
+    )
+
+
+def test_gke_refuses_a_partition_size_the_a100_40gb_lacks_as_the_tool_does(sandbox: Sandbox, fleet_file):
+    pool = "{name: nopart, instanceType: a2-highgpu-1g, gpu: {mig: 1g.10gb}, nodes: {count: 1}}"
+    assert tool_refusal(fleet_file, "gke", pool) == [
+        "1g.10gb is not a MIG profile of the A100 40GB on GKE; it offers 1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb"
+    ]
+    response = requests.post(
+        f"{sandbox.endpoints['gke']}{GKE_CLUSTER}/nodePools",
+        json=gke_pool("nopart", gpuPartitionSize="1g.10gb"),
+    )
+    assert response.json() == {
+        "error": {
+            "code": 400,
+            "status": "INVALID_ARGUMENT",
+            "message": "GPU partition size 1g.10gb is not supported for nvidia-tesla-a100; supported: "
+            "1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb.",
+        }
+    }
+    assert response.status_code == 400
+
+
+def test_eks_refuses_a_64_character_label_key_as_the_tool_does(sandbox: Sandbox, fleet_file):
+    key = "example.com/" + "k" * 52
+    pool = (
+        "{name: longlabel, instanceType: g5.xlarge, gpu: {sharing: time-slicing, replicas: 2}, "
+        f"nodes: {{count: 1}}, labels: {{{key}: v}}}}"
+    )
+    assert tool_refusal(fleet_file, "eks", pool) == ["the key is 64 characters; EKS allows at most 63"]
+    response = requests.post(
+        f"{sandbox.endpoints['eks']}/clusters/contract-eks/node-groups",
+        json={
+            "nodegroupName": "longlabel",
+            "nodeRole": "arn:aws:iam::123456789012:role/contract-nodes",
+            "subnets": ["subnet-0c0ffee1"],
+            "labels": {key: "v"},
+        },
+    )
+    assert (response.status_code, response.headers["x-amzn-ErrorType"], response.json()) == (
+        400,
+        "InvalidParameterException",
+        {"message": f"The label key '{key}' must be 1 to 63 characters long."},
+    )

@@ -1,13 +1,16 @@
-"""The AKS emulator: `models` holds the state and rules, `responses` the ARM wire format."""
+"""The AKS emulator, split as moto splits a service: `models` holds the state and rules (one
+AksBackend per subscription and resource group), `exceptions` one class per ARM error code,
+`responses` the ARM wire format and `urls` the routes."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.sandbox.engine import Engine
+from provisioner.sandbox.engine import BackendDict, Engine
 
 if TYPE_CHECKING:
     from provisioner.drivers import ClusterRef
+    from provisioner.sandbox.aks.models import AksBackend
 
 
 class AksEmulator:
@@ -15,9 +18,17 @@ class AksEmulator:
         from provisioner.sandbox.aks import responses
         from provisioner.sandbox.aks.models import AksBackend
 
-        self.backend = AksBackend(engine)
-        self.app: Any = responses.app(self.backend, latency)
+        self.backends: BackendDict[AksBackend] = BackendDict(
+            lambda subscription, group: AksBackend(engine, subscription, group)
+        )
+        self.app: Any = responses.app(engine, self.backends, latency)
+
+    def backend(self, subscription: str, resource_group: str) -> AksBackend:
+        from provisioner.sandbox.aks.models import backend_for
+
+        return backend_for(self.backends, subscription, resource_group)
 
     def add_cluster(self, cluster: ClusterRef, url: str) -> None:
-        key = self.backend.add_cluster(cluster.account, cluster.location, cluster.name)
-        self.backend.seed_system_pool(key)
+        backend = self.backend(cluster.account, cluster.location)
+        backend.add_cluster(cluster.name)
+        backend.seed_system_pool(cluster.name)

@@ -1,7 +1,9 @@
 """The AKS emulator's state and rules: agent pools per managed cluster and their operations.
 
-Pools are kept as ARM's `properties` objects (camelCase, as the API writes them); what the API
-rejects is rejected with ARM's error codes (FACTS.md, hardware/clouds.yaml).
+Pools are kept as ARM's `properties` objects (camelCase, as the API writes them). The rules are
+this module's own tables, each with its source, and import nothing of the tool's hardware data:
+the emulator is an oracle independent of the tool, so a wrong fact in the tool's data fails a
+test instead of passing both the compiler and the emulator.
 """
 
 from __future__ import annotations
@@ -10,12 +12,56 @@ import copy
 import re
 from typing import Any
 
-from provisioner import hardware
-from provisioner.sandbox.engine import ClusterBusy, Engine, Operation, UnknownCluster
-from provisioner.sandbox.wire import ApiError
+from provisioner.sandbox.aks.exceptions import (
+    InvalidParameter,
+    NotFound,
+    OperationInProgress,
+    OperationNotAllowed,
+    PropertyChangeNotAllowed,
+    ResourceNotFound,
+)
+from provisioner.sandbox.engine import (
+    BackendDict,
+    ClusterBusy,
+    ClusterState,
+    Engine,
+    Operation,
+    UnknownCluster,
+)
 
+# Agent pool names: agentPools REST reference, the agentPoolName path parameter
+# (azure-rest-api-specs, Microsoft.ContainerService managedClusters.json: pattern
+# ^[a-z][a-z0-9]{0,11}$); AKS docs "Create node pools": Linux pool names 1-12 characters,
+# lowercase alphanumerics, starting with a letter.
+POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+POOL_NAME_RULE = "lowercase letters and digits, starting with a letter, 1-12 characters"
+# AgentPool properties.gpuInstanceProfile, the GPUInstanceProfile enum of the agentPools spec.
+GPU_INSTANCE_PROFILES = ("MIG1g", "MIG2g", "MIG3g", "MIG4g", "MIG7g")
+# The GPU VM sizes this emulator knows, and whether AKS can partition their GPUs (MIG). GPUs per
+# size: the Azure VM size pages (MicrosoftDocs/azure-compute-docs: NC A100 v4, ND A100 v4,
+# NC H100 v5, ND H100 v5, ND H200 v5, NCasT4_v3). MIG: AKS "Create a multi-instance GPU node pool"
+# (learn.microsoft.com/azure/aks/gpu-multi-instance) on A100 and H100-class sizes; the NVIDIA MIG
+# user guide lists A100, H100 (NVL too) and H200 as MIG-capable and T4 as not.
+GPU_VM_SIZES_MIG = {
+    "Standard_NC24ads_A100_v4": True,
+    "Standard_NC48ads_A100_v4": True,
+    "Standard_NC96ads_A100_v4": True,
+    "Standard_ND96asr_v4": True,
+    "Standard_ND96amsr_A100_v4": True,
+    "Standard_NC40ads_H100_v5": True,
+    "Standard_NC80adis_H100_v5": True,
+    "Standard_ND96isr_H100_v5": True,
+    "Standard_ND96isr_H200_v5": True,
+    "Standard_NC4as_T4_v3": False,
+    "Standard_NC8as_T4_v3": False,
+    "Standard_NC16as_T4_v3": False,
+    "Standard_NC64as_T4_v3": False,
+}
+# General-purpose sizes (Dsv5, Esv5 ...), for system pools: Azure VM size naming conventions.
+SYSTEM_VM_SIZE = re.compile(r"^Standard_[DE]\d+[a-z]*s?_v\d$")
+# nodeTaints entries: key[=value]:Effect, the effects Kubernetes knows (AKS "Use node taints").
 TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)$")
-# Set at creation only: a change needs a new pool.
+# Set at creation only: a change needs a new pool (FACTS.md, AKS; agentPools spec descriptions).
 IMMUTABLE = ("vmSize", "gpuInstanceProfile", "osDiskSizeGB", "scaleSetPriority")
 DEFAULT_OS_DISK_GB = 128
 # What AKS writes into a Spot pool's own nodeLabels / nodeTaints, as `az aks nodepool show` lists
@@ -24,29 +70,54 @@ SPOT_LABELS = {"kubernetes.azure.com/scalesetpriority": "spot"}
 SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
 # agentPools spec (azure-rest-api-specs, ContainerServiceOSDisk): osDiskSizeGB minimum 0, maximum 2048.
 OS_DISK_GB = (0, 2048)
-SYSTEM_VM_SIZE = re.compile(r"^Standard_[DE]\d+[a-z]*s?_v\d$")  # general-purpose sizes for system pools
 
 
-def cluster_key(subscription: str, resource_group: str, cluster: str) -> str:
-    return (
-        f"/subscriptions/{subscription.lower()}/resourceGroups/{resource_group.lower()}"
-        f"/providers/Microsoft.ContainerService/managedClusters/{cluster}"
-    )
+def subscription_prefix(subscription: str) -> str:
+    """ARM resource paths are case-insensitive: the emulator keys them in lower case."""
+    return f"/subscriptions/{subscription.lower()}/"
+
+
+def find_operation(engine: Engine, subscription: str, operation_id: str) -> Operation:
+    """An operation of `subscription`'s clusters (ARM serves them under the subscription)."""
+    operation = engine.operation(operation_id)
+    if operation is None or not operation.cluster.startswith(subscription_prefix(subscription)):
+        raise NotFound(f"Operation {operation_id} not found.")
+    return operation
+
+
+def backend_for(backends: BackendDict[AksBackend], subscription: str, resource_group: str) -> AksBackend:
+    """The backend of a subscription's resource group: ARM names are case-insensitive, so backends
+    are keyed in lower case."""
+    return backends[subscription.lower()][resource_group.lower()]
 
 
 class AksBackend:
-    def __init__(self, engine: Engine):
-        self.engine = engine
-        self._rules = hardware.load().clouds["aks"]
+    """The managed clusters of one resource group of one subscription: ARM's resource path puts
+    the subscription and the resource group above a cluster, as moto keys by account and region."""
 
-    def add_cluster(self, subscription: str, resource_group: str, cluster: str) -> str:
-        key = cluster_key(subscription, resource_group, cluster)
+    def __init__(self, engine: Engine, subscription: str, resource_group: str):
+        self.engine = engine
+        self.prefix = (
+            f"{subscription_prefix(subscription)}resourceGroups/{resource_group.lower()}"
+            "/providers/Microsoft.ContainerService/managedClusters/"
+        )
+
+    def cluster_key(self, cluster: str) -> str:
+        """The cluster's ARM resource ID, as pools' ids begin."""
+        return f"{self.prefix}{cluster}"
+
+    def add_cluster(self, cluster: str) -> str:
+        key = self.cluster_key(cluster)
         self.engine.add_cluster(key)
         return key
 
-    def seed_system_pool(self, key: str) -> None:
+    def cluster(self, cluster: str) -> ClusterState:
+        """The cluster's state as the engine holds it (tests set what the cloud would change)."""
+        return self.engine.cluster(self.cluster_key(cluster))
+
+    def seed_system_pool(self, cluster: str) -> None:
         """The System-mode pool every AKS cluster has, which the tool did not create."""
-        self._pools(key)["system"] = {
+        self._pools(cluster)["system"] = {
             "vmSize": "Standard_D4s_v5",
             "count": 3,
             "mode": "System",
@@ -54,32 +125,26 @@ class AksBackend:
             "provisioningState": "Succeeded",
         }
 
-    def clusters(self, subscription: str) -> list[str]:
-        prefix = f"/subscriptions/{subscription.lower()}/"
-        return [key for key in self.engine.clusters() if key.startswith(prefix)]
+    def clusters(self) -> list[str]:
+        """The resource IDs of this resource group's clusters."""
+        return [key for key in self.engine.clusters() if key.startswith(self.prefix)]
 
     # Reads
 
-    def list_pools(self, key: str) -> dict[str, dict[str, Any]]:
+    def list_pools(self, cluster: str) -> dict[str, dict[str, Any]]:
         with self.engine.lock:
-            return copy.deepcopy(self._pools(key))
+            return copy.deepcopy(self._pools(cluster))
 
-    def get_pool(self, key: str, name: str) -> dict[str, Any]:
+    def get_pool(self, cluster: str, name: str) -> dict[str, Any]:
         with self.engine.lock:
-            return copy.deepcopy(self._pool(key, name))
-
-    def operation(self, operation_id: str) -> Operation:
-        operation = self.engine.operation(operation_id)
-        if operation is None:
-            raise ApiError(404, "NotFound", f"Operation {operation_id} not found.")
-        return operation
+            return copy.deepcopy(self._pool(cluster, name))
 
     # Operations
 
-    def put_pool(self, key: str, name: str, properties: dict[str, Any]) -> tuple[Operation, bool]:
+    def put_pool(self, cluster: str, name: str, properties: dict[str, Any]) -> tuple[Operation, bool]:
         """Create or update; returns the operation and whether the pool is new."""
         with self.engine.lock:
-            pools = self._pools(key)
+            pools = self._pools(cluster)
             current = pools.get(name)
             properties = self._normalised(properties)
             if current is None:
@@ -90,7 +155,7 @@ class AksBackend:
             kind = "create" if current is None else "update"
             state = "Creating" if current is None else "Updating"
             operation = self._begin(
-                key,
+                cluster,
                 kind,
                 name,
                 start=lambda: pools.__setitem__(name, {**properties, "provisioningState": state}),
@@ -98,22 +163,20 @@ class AksBackend:
             )
             return operation, current is None
 
-    def delete_pool(self, key: str, name: str) -> Operation | None:
+    def delete_pool(self, cluster: str, name: str) -> Operation | None:
         """Start deleting; None where the pool does not exist (ARM answers 204)."""
         with self.engine.lock:
-            pools = self._pools(key)
+            pools = self._pools(cluster)
             if name not in pools:
                 return None
             if (
                 pools[name].get("mode") == "System"
                 and sum(p.get("mode") == "System" for p in pools.values()) == 1
             ):
-                raise ApiError(
-                    400, "OperationNotAllowed", "A cluster must keep at least one System agent pool."
-                )
+                raise OperationNotAllowed("A cluster must keep at least one System agent pool.")
             deleting = {**pools[name], "provisioningState": "Deleting"}
             return self._begin(
-                key,
+                cluster,
                 "delete",
                 name,
                 start=lambda: pools.__setitem__(name, deleting),
@@ -138,83 +201,64 @@ class AksBackend:
         return {k: v for k, v in filled.items() if v is not None and k != "provisioningState"}
 
     def _check_new(self, name: str, properties: dict[str, Any]) -> None:
-        if not self._rules.pool_name_pattern.match(name):
-            raise ApiError(
-                400, "InvalidParameter", f"Agent pool name {name!r} is invalid: {self._rules.pool_name_rule}."
-            )
+        if not POOL_NAME.match(name):
+            raise InvalidParameter(f"Agent pool name {name!r} is invalid: {POOL_NAME_RULE}.")
         size = properties.get("vmSize", "")
-        machine = hardware.load().instance_type("aks", size)
-        if machine is None and not SYSTEM_VM_SIZE.match(size):
-            raise ApiError(400, "InvalidParameter", f"The VM size {size!r} is not available.")
+        if size not in GPU_VM_SIZES_MIG and not SYSTEM_VM_SIZE.match(size):
+            raise InvalidParameter(f"The VM size {size!r} is not available.")
         profile = properties.get("gpuInstanceProfile")
         if profile is None:
             return
-        if profile not in self._rules.mig_values:
-            allowed = ", ".join(self._rules.mig_values)
-            raise ApiError(
-                400, "InvalidParameter", f"gpuInstanceProfile {profile!r} is invalid; allowed: {allowed}."
-            )
-        if machine is None or not machine.gpu.mig_capable:
-            raise ApiError(
-                400,
-                "InvalidParameter",
-                f"The VM size {size} does not support GPU instance profile {profile}.",
-            )
+        if profile not in GPU_INSTANCE_PROFILES:
+            allowed = ", ".join(GPU_INSTANCE_PROFILES)
+            raise InvalidParameter(f"gpuInstanceProfile {profile!r} is invalid; allowed: {allowed}.")
+        if not GPU_VM_SIZES_MIG.get(size, False):
+            raise InvalidParameter(f"The VM size {size} does not support GPU instance profile {profile}.")
 
     def _check_update(self, current: dict[str, Any], properties: dict[str, Any]) -> None:
         for field in IMMUTABLE:
             if properties.get(field) != current.get(field):
-                raise ApiError(
-                    400, "PropertyChangeNotAllowed", f"Changing property '{field}' is not allowed."
-                )
+                raise PropertyChangeNotAllowed(f"Changing property '{field}' is not allowed.")
 
     @staticmethod
     def _check_common(properties: dict[str, Any]) -> None:
         disk, (low, high) = properties.get("osDiskSizeGB"), OS_DISK_GB
         if not isinstance(disk, int) or not low <= disk <= high:
-            raise ApiError(
-                400,
-                "InvalidParameter",
-                f"The value of parameter osDiskSizeGB is invalid: {disk!r} is not in [{low}, {high}].",
+            raise InvalidParameter(
+                f"The value of parameter osDiskSizeGB is invalid: {disk!r} is not in [{low}, {high}]."
             )
         for taint in properties.get("nodeTaints") or []:
             if not TAINT.match(taint):
-                raise ApiError(
-                    400,
-                    "InvalidParameter",
-                    f"Taint {taint!r} is invalid: want key=value:NoSchedule|PreferNoSchedule|NoExecute.",
+                raise InvalidParameter(
+                    f"Taint {taint!r} is invalid: want key=value:NoSchedule|PreferNoSchedule|NoExecute."
                 )
         if properties.get("enableAutoScaling"):
             low, high = properties.get("minCount"), properties.get("maxCount")
             if low is None or high is None or not 0 <= low <= high:
-                raise ApiError(400, "InvalidParameter", "Autoscaling needs 0 <= minCount <= maxCount.")
+                raise InvalidParameter("Autoscaling needs 0 <= minCount <= maxCount.")
         elif properties.get("count", 0) < 0:
-            raise ApiError(400, "InvalidParameter", "count must be >= 0.")
+            raise InvalidParameter("count must be >= 0.")
 
     # State
 
-    def _pools(self, key: str) -> dict[str, dict[str, Any]]:
+    def _pools(self, cluster: str) -> dict[str, dict[str, Any]]:
         try:
-            return self.engine.cluster(key).pools
+            return self.engine.cluster(self.cluster_key(cluster)).pools
         except UnknownCluster:
-            raise ApiError(
-                404, "ResourceNotFound", f"The Resource '{key.rsplit('/', 1)[-1]}' was not found."
-            ) from None
+            raise ResourceNotFound(f"The Resource '{cluster}' was not found.") from None
 
-    def _pool(self, key: str, name: str) -> dict[str, Any]:
+    def _pool(self, cluster: str, name: str) -> dict[str, Any]:
         try:
-            return self._pools(key)[name]
+            return self._pools(cluster)[name]
         except KeyError:
-            raise ApiError(404, "NotFound", f"Agent pool {name!r} not found.") from None
+            raise NotFound(f"Agent pool {name!r} not found.") from None
 
-    def _begin(self, key: str, kind: Any, pool: str, start: Any, finish: Any) -> Operation:
+    def _begin(self, cluster: str, kind: Any, pool: str, start: Any, finish: Any) -> Operation:
         try:
-            return self.engine.begin(key, kind, pool, finish=finish, start=start)
+            return self.engine.begin(self.cluster_key(cluster), kind, pool, finish=finish, start=start)
         except ClusterBusy as busy:
             running = busy.running
-            raise ApiError(
-                409,
-                "OperationNotAllowed",
+            raise OperationInProgress(
                 f"Operation is not allowed because there's an in progress {running.kind} node pool "
-                f"operation ({running.id}) on agent pool {running.pool}. Please wait for it to finish.",
+                f"operation ({running.id}) on agent pool {running.pool}. Please wait for it to finish."
             ) from None

@@ -9,52 +9,41 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from provisioner.sandbox.aks.models import AksBackend, cluster_key
-from provisioner.sandbox.engine import Operation
-from provisioner.sandbox.wire import ApiError, EmulatorApp, json_response, request_json
-
-_PROVIDER = "/subscriptions/<subscription>/resourceGroups/<group>/providers/Microsoft.ContainerService"
-_OPERATIONS = "/subscriptions/<subscription>/providers/Microsoft.ContainerService/locations/<location>"
-ROUTES = Map(
-    [
-        Rule(
-            "/subscriptions/<subscription>/providers/Microsoft.ContainerService/managedClusters",
-            endpoint="list_clusters",
-        ),
-        Rule(f"{_PROVIDER}/managedClusters/<cluster>/agentPools", endpoint="list_pools"),
-        Rule(
-            f"{_PROVIDER}/managedClusters/<cluster>/agentPools/<pool>", methods=["GET"], endpoint="get_pool"
-        ),
-        Rule(
-            f"{_PROVIDER}/managedClusters/<cluster>/agentPools/<pool>", methods=["PUT"], endpoint="put_pool"
-        ),
-        Rule(
-            f"{_PROVIDER}/managedClusters/<cluster>/agentPools/<pool>",
-            methods=["DELETE"],
-            endpoint="delete_pool",
-        ),
-        Rule(f"{_OPERATIONS}/operations/<operation>", endpoint="operation_status"),
-        Rule(f"{_OPERATIONS}/operationresults/<operation>", endpoint="operation_result"),
-    ],
-    strict_slashes=False,
+from provisioner.sandbox.aks.exceptions import (
+    AuthenticationFailed,
+    InvalidRequestContent,
+    MissingApiVersionParameter,
+    NotFound,
+    ServiceUnavailable,
+    TooManyRequests,
 )
+from provisioner.sandbox.aks.models import AksBackend, backend_for, find_operation
+from provisioner.sandbox.aks.urls import ROUTES
+from provisioner.sandbox.engine import BackendDict, Engine, Operation
+from provisioner.sandbox.wire import ApiError, EmulatorApp, WireErrors, json_response, request_json
+
 PAGE_SIZE = 5  # agent pools per page of a list, so paging is exercised
 
 
-def app(backend: AksBackend, latency: float = 0.0, page_size: int = PAGE_SIZE) -> EmulatorApp:
-    handlers = AksHandlers(backend, page_size)
+def app(
+    engine: Engine, backends: BackendDict[AksBackend], latency: float = 0.0, page_size: int = PAGE_SIZE
+) -> EmulatorApp:
+    handlers = AksHandlers(engine, backends, page_size)
     return EmulatorApp(
-        backend.engine,
+        engine,
         routes=ROUTES,
         handlers={rule.endpoint: handlers.checked(rule.endpoint) for rule in ROUTES.iter_rules()},
         render_error=render_error,
-        faults={
-            429: ApiError(429, "TooManyRequests", "The request was throttled: too many requests."),
-            503: ApiError(503, "ServiceUnavailable", "The service is temporarily unavailable."),
-        },
+        errors=WireErrors(
+            malformed=InvalidRequestContent,
+            no_route=lambda what: NotFound(f"No route serves {what}."),
+            faults={
+                429: lambda: TooManyRequests("The request was throttled: too many requests."),
+                503: lambda: ServiceUnavailable("The service is temporarily unavailable."),
+            },
+        ),
         latency=latency,
     )
 
@@ -65,9 +54,13 @@ def render_error(error: ApiError) -> Response:
 
 
 class AksHandlers:
-    def __init__(self, backend: AksBackend, page_size: int):
-        self.backend = backend
+    def __init__(self, engine: Engine, backends: BackendDict[AksBackend], page_size: int):
+        self.engine = engine
+        self.backends = backends
         self.page_size = page_size
+
+    def _backend(self, subscription: str, group: str) -> AksBackend:
+        return backend_for(self.backends, subscription, group)
 
     def checked(self, endpoint: str) -> Any:
         """The handler, behind the checks ARM makes of every request."""
@@ -75,11 +68,9 @@ class AksHandlers:
 
         def check_then_handle(request: Request, **args: Any) -> Response:
             if not request.headers.get("Authorization", "").startswith("Bearer "):
-                raise ApiError(401, "AuthenticationFailed", "Authentication failed: no bearer token.")
+                raise AuthenticationFailed("Authentication failed: no bearer token.")
             if not request.args.get("api-version"):
-                raise ApiError(
-                    400, "MissingApiVersionParameter", "The api-version query parameter is required."
-                )
+                raise MissingApiVersionParameter("The api-version query parameter is required.")
             return handler(request, **args)
 
         return check_then_handle
@@ -87,13 +78,15 @@ class AksHandlers:
     def list_clusters(self, request: Request, subscription: str) -> Response:
         clusters = [
             {"id": key, "name": key.rsplit("/", 1)[-1], "type": "Microsoft.ContainerService/ManagedClusters"}
-            for key in self.backend.clusters(subscription)
+            for backend in list(self.backends[subscription.lower()].values())
+            for key in backend.clusters()
         ]
         return json_response({"value": clusters})
 
     def list_pools(self, request: Request, subscription: str, group: str, cluster: str) -> Response:
-        key = cluster_key(subscription, group, cluster)
-        pools = sorted(self.backend.list_pools(key).items())
+        backend = self._backend(subscription, group)
+        key = backend.cluster_key(cluster)
+        pools = sorted(backend.list_pools(cluster).items())
         start = int(request.args.get("$skipToken", 0))
         page = pools[start : start + self.page_size]
         body: dict[str, Any] = {"value": [_pool(key, name, properties) for name, properties in page]}
@@ -105,27 +98,29 @@ class AksHandlers:
         return json_response(body)
 
     def get_pool(self, request: Request, subscription: str, group: str, cluster: str, pool: str) -> Response:
-        key = cluster_key(subscription, group, cluster)
-        return json_response(_pool(key, pool, self.backend.get_pool(key, pool)))
+        backend = self._backend(subscription, group)
+        return json_response(_pool(backend.cluster_key(cluster), pool, backend.get_pool(cluster, pool)))
 
     def put_pool(self, request: Request, subscription: str, group: str, cluster: str, pool: str) -> Response:
-        key = cluster_key(subscription, group, cluster)
+        backend = self._backend(subscription, group)
         body = request_json(request)
         properties = body.get("properties")
         if not isinstance(properties, dict):
-            raise ApiError(400, "InvalidRequestContent", "The request body must have 'properties'.")
-        operation, created = self.backend.put_pool(key, pool, properties)
+            raise InvalidRequestContent("The request body must have 'properties'.")
+        operation, created = backend.put_pool(cluster, pool, properties)
         headers = {
             "Azure-AsyncOperation": self._operation_url(request, subscription, operation, "operations")
         }
         return json_response(
-            _pool(key, pool, self.backend.get_pool(key, pool)), 201 if created else 200, headers
+            _pool(backend.cluster_key(cluster), pool, backend.get_pool(cluster, pool)),
+            201 if created else 200,
+            headers,
         )
 
     def delete_pool(
         self, request: Request, subscription: str, group: str, cluster: str, pool: str
     ) -> Response:
-        operation = self.backend.delete_pool(cluster_key(subscription, group, cluster), pool)
+        operation = self._backend(subscription, group).delete_pool(cluster, pool)
         if operation is None:
             return Response(status=204)
         headers = {
@@ -137,14 +132,14 @@ class AksHandlers:
     def operation_status(
         self, request: Request, subscription: str, location: str, operation: str
     ) -> Response:
-        found = self.backend.operation(operation)
+        found = find_operation(self.engine, subscription, operation)
         status = "Succeeded" if found.done else "InProgress"
         return json_response({"id": request.path, "name": operation, "status": status})
 
     def operation_result(
         self, request: Request, subscription: str, location: str, operation: str
     ) -> Response:
-        found = self.backend.operation(operation)
+        found = find_operation(self.engine, subscription, operation)
         if found.done:
             return Response(status=204)
         return Response(status=202, headers={"Location": request.url})

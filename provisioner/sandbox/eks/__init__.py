@@ -1,21 +1,28 @@
-"""The EKS emulator: moto's server holds the state; `models` adds the checks and timed transitions
-moto lacks, `responses` the layer in front of moto."""
+"""The EKS emulator: moto's server holds the state; split as moto splits a service, `models` adds
+the checks and timed transitions moto lacks (one EksBackend per account and region),
+`exceptions` one class per EKS error code, `responses` the layer in front of moto and `urls` its
+routes."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.sandbox.engine import Engine
+from provisioner.sandbox.engine import BackendDict, Engine
 
 if TYPE_CHECKING:
     from provisioner.drivers import ClusterRef
+    from provisioner.sandbox.eks.models import EksBackend
 
 
 class EksEmulator:
     def __init__(self, engine: Engine, latency: float = 0.0):
         from provisioner.sandbox.eks import responses
+        from provisioner.sandbox.eks.models import EksBackend
 
-        self.app: Any = responses.app(engine, latency)
+        self.backends: BackendDict[EksBackend] = BackendDict(
+            lambda account, region: EksBackend(engine, account, region)
+        )
+        self.app: Any = responses.app(engine, self.backends, latency)
 
     def add_cluster(self, cluster: ClusterRef, url: str) -> None:
         """Create the cluster and its system node group through the API, as a user would."""

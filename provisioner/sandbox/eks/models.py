@@ -1,20 +1,32 @@
 """What the EKS emulator adds to moto's state: the checks moto lacks, and node groups that take
 time to create, update and delete (moto makes them ACTIVE at once and has no describe_update).
+
+The rules are this module's own tables, each with its source, and import nothing of the tool's
+hardware data: the emulator is an oracle independent of the tool, so a wrong fact in the tool's
+data fails a test instead of passing both the compiler and the emulator.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner import hardware
+from provisioner.sandbox.eks.exceptions import InvalidParameterException, ResourceInUseException
 from provisioner.sandbox.engine import Engine
-from provisioner.sandbox.wire import ApiError
 
+# nodegroupName: CreateNodegroup API reference (1-63 characters, starting with a letter or digit,
+# then letters, digits, hyphens and underscores); botocore's model gives it no pattern, so the
+# check is the service's.
+NODEGROUP_NAME = re.compile(r"^[0-9A-Za-z][-_0-9A-Za-z]{0,62}$")
+NODEGROUP_NAME_RULE = (
+    "letters, digits, hyphens and underscores, starting with a letter or digit, 1-63 characters"
+)
+# The enums of botocore's EKS model (data/eks/2017-11-01/service-2.json): TaintEffect,
+# CapacityTypes, AMITypes.
 TAINT_EFFECTS = ("NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE")
 CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
-# The amiType values of the CreateNodegroup API reference.
 AMI_TYPES = (
     "AL2_x86_64",
     "AL2_x86_64_GPU",
@@ -22,43 +34,47 @@ AMI_TYPES = (
     "CUSTOM",
     "BOTTLEROCKET_ARM_64",
     "BOTTLEROCKET_x86_64",
+    "BOTTLEROCKET_ARM_64_FIPS",
+    "BOTTLEROCKET_x86_64_FIPS",
     "BOTTLEROCKET_ARM_64_NVIDIA",
     "BOTTLEROCKET_x86_64_NVIDIA",
+    "BOTTLEROCKET_ARM_64_NVIDIA_FIPS",
+    "BOTTLEROCKET_x86_64_NVIDIA_FIPS",
     "WINDOWS_CORE_2019_x86_64",
     "WINDOWS_FULL_2019_x86_64",
     "WINDOWS_CORE_2022_x86_64",
     "WINDOWS_FULL_2022_x86_64",
+    "WINDOWS_CORE_2025_x86_64",
+    "WINDOWS_FULL_2025_x86_64",
     "AL2023_x86_64_STANDARD",
     "AL2023_ARM_64_STANDARD",
     "AL2023_x86_64_NEURON",
     "AL2023_x86_64_NVIDIA",
     "AL2023_ARM_64_NVIDIA",
 )
+# CreateNodegroup API reference, taints: "a maximum of 50 taints per node group".
 MAX_TAINTS = 50
-# (min, max) length of each, from botocore's EKS model (data/eks/2017-11-01/service-2.json shapes
-# labelKey, labelValue, taintKey, taintValue). botocore checks minimums client-side, not maximums.
+# (min, max) length of each, from botocore's EKS model (shapes labelKey, labelValue, taintKey,
+# taintValue). botocore checks minimums client-side, not maximums: the service checks both.
 LENGTHS = {"label key": (1, 63), "label value": (1, 63), "taint key": (1, 63), "taint value": (0, 63)}
 
 
-def invalid(message: str) -> ApiError:
-    return ApiError(400, "InvalidParameterException", message)
-
-
 def check_create(body: dict[str, Any]) -> None:
-    rules = hardware.load().clouds["eks"]
+    """CreateNodegroup's checks that moto does not make."""
     name = body.get("nodegroupName", "")
-    if not rules.pool_name_pattern.match(name):
-        raise invalid(f"Nodegroup name {name!r} is invalid: {rules.pool_name_rule}.")
+    if not NODEGROUP_NAME.match(name):
+        raise InvalidParameterException(f"Nodegroup name {name!r} is invalid: {NODEGROUP_NAME_RULE}.")
     if body.get("capacityType", "ON_DEMAND") not in CAPACITY_TYPES:
-        raise invalid(f"capacityType must be one of {', '.join(CAPACITY_TYPES)}.")
+        raise InvalidParameterException(f"capacityType must be one of {', '.join(CAPACITY_TYPES)}.")
     if body.get("amiType", "AL2023_x86_64_STANDARD") not in AMI_TYPES:
-        raise invalid(f"amiType {body.get('amiType')!r} is not supported.")
+        raise InvalidParameterException(f"amiType {body.get('amiType')!r} is not supported.")
     _check_scaling(body.get("scalingConfig") or {})
     _check_labels(body.get("labels") or {})
     _check_taints(body.get("taints") or [])
 
 
 def check_update(body: dict[str, Any], current: dict[str, Any]) -> None:
+    """UpdateNodegroupConfig's checks, against the node group as it is."""
     taints = body.get("taints") or {}
     _check_taints(taints.get("addOrUpdateTaints") or [])
     _check_labels((body.get("labels") or {}).get("addOrUpdateLabels") or {})
@@ -70,18 +86,20 @@ def _check_scaling(scaling: dict[str, int]) -> None:
     low, high = scaling.get("minSize", 0), scaling.get("maxSize", 1)
     desired = scaling.get("desiredSize", low)
     if not 0 <= low <= high:
-        raise invalid(f"Minimum capacity {low} can't be greater than maximum capacity {high}.")
+        raise InvalidParameterException(
+            f"Minimum capacity {low} can't be greater than maximum capacity {high}."
+        )
     if high < 1:
-        raise invalid("Maximum capacity must be at least 1.")
+        raise InvalidParameterException("Maximum capacity must be at least 1.")
     if not low <= desired <= high:
-        raise invalid(f"Desired capacity {desired} must be between {low} and {high}.")
+        raise InvalidParameterException(f"Desired capacity {desired} must be between {low} and {high}.")
 
 
 def _check_length(what: str, value: Any) -> None:
     low, high = LENGTHS[what]
     if not isinstance(value, str) or not low <= len(value) <= high:
         shown = repr(value) if len(str(value)) <= 80 else f"{str(value)[:80]!r}..."
-        raise invalid(f"The {what} {shown} must be {low} to {high} characters long.")
+        raise InvalidParameterException(f"The {what} {shown} must be {low} to {high} characters long.")
 
 
 def _check_labels(labels: dict[str, Any]) -> None:
@@ -92,12 +110,12 @@ def _check_labels(labels: dict[str, Any]) -> None:
 
 def _check_taints(taints: list[dict[str, Any]]) -> None:
     if len(taints) > MAX_TAINTS:
-        raise invalid(f"A node group can have at most {MAX_TAINTS} taints.")
+        raise InvalidParameterException(f"A node group can have at most {MAX_TAINTS} taints.")
     for taint in taints:
         _check_length("taint key", taint.get("key"))
         _check_length("taint value", taint.get("value", ""))
         if taint.get("effect") not in TAINT_EFFECTS:
-            raise invalid(
+            raise InvalidParameterException(
                 f"Taint effect {taint.get('effect')!r} is invalid; allowed: {', '.join(TAINT_EFFECTS)}."
             )
 
@@ -110,11 +128,15 @@ class Transition:
     ghost: dict[str, Any] | None = None  # a deleted node group's last description, shown while DELETING
 
 
-class Lifecycles:
-    """Node-group transitions that last `op_seconds`, keyed by (cluster, node group)."""
+class EksBackend:
+    """One account's node-group transitions in one region, keyed by (cluster, node group), each
+    lasting the engine's `op_seconds`: moto keys its EKS backends by account and region, and so
+    does this layer over it."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, account: str, region: str):
         self.engine = engine
+        self.account = account
+        self.region = region
         self._running: dict[tuple[str, str], Transition] = {}
         self._updates: dict[str, tuple[tuple[str, str], float]] = {}
         self._ids = itertools.count(1)
@@ -151,8 +173,6 @@ class Lifecycles:
     def ensure_idle(self, key: tuple[str, str]) -> None:
         transition = self.current(key)
         if transition is not None:
-            raise ApiError(
-                409,
-                "ResourceInUseException",
-                f"Nodegroup {key[1]} is currently {transition.status}; wait until it is ACTIVE.",
+            raise ResourceInUseException(
+                f"Nodegroup {key[1]} is currently {transition.status}; wait until it is ACTIVE."
             )

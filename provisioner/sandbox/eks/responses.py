@@ -8,45 +8,55 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
-from werkzeug.routing import Map, Rule
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Request, Response
 
-from provisioner.sandbox.eks.models import Lifecycles, check_create, check_update
-from provisioner.sandbox.engine import Engine
-from provisioner.sandbox.wire import ApiError, EmulatorApp, json_response, request_json
-
-_GROUP = "/clusters/<cluster>/node-groups/<nodegroup>"
-ROUTES = Map(
-    [
-        Rule("/clusters/<cluster>/node-groups", methods=["POST"], endpoint="create"),
-        Rule("/clusters/<cluster>/node-groups", methods=["GET"], endpoint="list"),
-        Rule(_GROUP, methods=["GET"], endpoint="describe"),
-        Rule(_GROUP, methods=["DELETE"], endpoint="delete"),
-        Rule(f"{_GROUP}/update-config", methods=["POST"], endpoint="update"),
-        Rule("/clusters/<cluster>/updates/<update>", methods=["GET"], endpoint="describe_update"),
-        Rule("/<path:rest>", endpoint="moto"),
-    ],
-    strict_slashes=False,
+from provisioner.sandbox.eks.exceptions import (
+    InvalidRequestException,
+    NotFoundException,
+    ResourceNotFoundException,
+    ServiceUnavailableException,
+    ThrottlingException,
 )
+from provisioner.sandbox.eks.models import EksBackend, check_create, check_update
+from provisioner.sandbox.eks.urls import ROUTES
+from provisioner.sandbox.engine import BackendDict, Engine
+from provisioner.sandbox.wire import ApiError, EmulatorApp, WireErrors, json_response, request_json
+
+# A SigV4 Authorization header's credential scope: AKID/date/region/service/aws4_request.
+_CREDENTIAL_SCOPE = re.compile(r"Credential=[^/,]+/\d{8}/(?P<region>[^/,]+)/")
+DEFAULT_REGION = "us-east-1"  # moto's, for a request that is not signed
 
 
-def app(engine: Engine, latency: float = 0.0) -> EmulatorApp:
+def region_of(request: Request) -> str:
+    """The region a request is signed for, as moto reads it."""
+    found = _CREDENTIAL_SCOPE.search(request.headers.get("Authorization", ""))
+    return found["region"] if found else DEFAULT_REGION
+
+
+def app(engine: Engine, backends: BackendDict[EksBackend], latency: float = 0.0) -> EmulatorApp:
+    from moto.core import DEFAULT_ACCOUNT_ID
     from moto.moto_server.werkzeug_app import create_backend_app
 
-    handlers = EksHandlers(create_backend_app("eks"), Lifecycles(engine))
+    # moto answers every access key it did not issue as its default account.
+    handlers = EksHandlers(create_backend_app("eks"), backends, DEFAULT_ACCOUNT_ID)
     return EmulatorApp(
         engine,
         routes=ROUTES,
         handlers={rule.endpoint: getattr(handlers, rule.endpoint) for rule in ROUTES.iter_rules()},
         render_error=render_error,
-        faults={
-            429: ApiError(429, "ThrottlingException", "Rate exceeded"),
-            503: ApiError(503, "ServiceUnavailableException", "Service unavailable, try again later."),
-        },
+        errors=WireErrors(
+            malformed=InvalidRequestException,
+            no_route=lambda what: NotFoundException(f"No route serves {what}."),
+            faults={
+                429: lambda: ThrottlingException("Rate exceeded"),
+                503: lambda: ServiceUnavailableException("Service unavailable, try again later."),
+            },
+        ),
         latency=latency,
     )
 
@@ -59,9 +69,13 @@ def render_error(error: ApiError) -> Response:
 
 
 class EksHandlers:
-    def __init__(self, moto: Callable[..., Any], lifecycles: Lifecycles):
+    def __init__(self, moto: Callable[..., Any], backends: BackendDict[EksBackend], account: str):
         self._moto = moto
-        self.lifecycles = lifecycles
+        self.backends = backends
+        self.account = account
+
+    def _backend(self, request: Request) -> EksBackend:
+        return self.backends[self.account][region_of(request)]
 
     def moto(self, request: Request, **_: Any) -> Response:
         return self._forward(request)
@@ -69,17 +83,18 @@ class EksHandlers:
     def create(self, request: Request, cluster: str) -> Response:
         body = request_json(request)
         check_create(body)
-        self.lifecycles.ensure_idle((cluster, body["nodegroupName"]))  # a namesake still DELETING
+        backend = self._backend(request)
+        backend.ensure_idle((cluster, body["nodegroupName"]))  # a namesake still DELETING
         response = self._forward(request)
         if response.status_code == 200:
             name = body["nodegroupName"]
-            self.lifecycles.start((cluster, name), "CREATING")
-            return self._patched(response, cluster, name)
+            backend.start((cluster, name), "CREATING")
+            return self._patched(backend, response, cluster, name)
         return response
 
     def list(self, request: Request, cluster: str) -> Response:
         response = self._forward(request)
-        deleting = self.lifecycles.deleting(cluster)
+        deleting = self._backend(request).deleting(cluster)
         if response.status_code != 200 or not deleting:
             return response
         body = json.loads(response.get_data())
@@ -87,42 +102,43 @@ class EksHandlers:
         return json_response(body)
 
     def describe(self, request: Request, cluster: str, nodegroup: str) -> Response:
-        transition = self.lifecycles.current((cluster, nodegroup))
+        backend = self._backend(request)
+        transition = backend.current((cluster, nodegroup))
         if transition is not None and transition.ghost is not None:
             return json_response({"nodegroup": {**transition.ghost, "status": "DELETING"}})
-        return self._patched(self._forward(request), cluster, nodegroup)
+        return self._patched(backend, self._forward(request), cluster, nodegroup)
 
     def update(self, request: Request, cluster: str, nodegroup: str) -> Response:
-        key = (cluster, nodegroup)
+        key, backend = (cluster, nodegroup), self._backend(request)
         current = self._describe(request, cluster, nodegroup)
-        self.lifecycles.ensure_idle(key)
+        backend.ensure_idle(key)
         check_update(request_json(request), current)
         response = self._forward(request)
         if response.status_code != 200:
             return response
-        transition = self.lifecycles.start(key, "UPDATING")
+        transition = backend.start(key, "UPDATING")
         body = json.loads(response.get_data())
-        status = self.lifecycles.update_status(key, transition.update_id or "")
+        status = backend.update_status(key, transition.update_id or "")
         body["update"].update(id=transition.update_id, status=status)
         return json_response(body)
 
     def describe_update(self, request: Request, cluster: str, update: str) -> Response:
         nodegroup = request.args.get("nodegroupName", "")
-        status = self.lifecycles.update_status((cluster, nodegroup), update)
+        status = self._backend(request).update_status((cluster, nodegroup), update)
         if status is None:
-            raise ApiError(404, "ResourceNotFoundException", f"No update found for ID: {update}.")
+            raise ResourceNotFoundException(f"No update found for ID: {update}.")
         return json_response(
             {"update": {"id": update, "status": status, "type": "ConfigUpdate", "errors": []}}
         )
 
     def delete(self, request: Request, cluster: str, nodegroup: str) -> Response:
-        key = (cluster, nodegroup)
-        self.lifecycles.ensure_idle(key)
+        key, backend = (cluster, nodegroup), self._backend(request)
+        backend.ensure_idle(key)
         response = self._forward(request)
         if response.status_code != 200:
             return response
         ghost = json.loads(response.get_data())["nodegroup"]
-        self.lifecycles.start(key, "DELETING", ghost=ghost)
+        backend.start(key, "DELETING", ghost=ghost)
         return json_response({"nodegroup": {**ghost, "status": "DELETING"}})
 
     # moto
@@ -144,14 +160,12 @@ class EksHandlers:
         response = Response.from_app(self._moto, environ)
         body = json.loads(response.get_data() or b"{}")
         if response.status_code != 200:
-            raise ApiError(
-                response.status_code, "ResourceNotFoundException", body.get("message", "not found")
-            )
+            raise ResourceNotFoundException(body.get("message", "not found"))
         return body["nodegroup"]
 
-    def _patched(self, response: Response, cluster: str, nodegroup: str) -> Response:
+    def _patched(self, backend: EksBackend, response: Response, cluster: str, nodegroup: str) -> Response:
         """moto's answer with the status the node group has while its transition runs."""
-        transition = self.lifecycles.current((cluster, nodegroup))
+        transition = backend.current((cluster, nodegroup))
         if response.status_code != 200 or transition is None:
             return response
         body = json.loads(response.get_data())

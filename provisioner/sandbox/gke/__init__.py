@@ -1,13 +1,16 @@
-"""The GKE emulator: `models` holds the state and rules, `responses` the REST wire format."""
+"""The GKE emulator, split as moto splits a service: `models` holds the state and rules (one
+GkeBackend per project and location), `exceptions` one class per google.rpc code, `responses`
+the REST wire format and `urls` the routes."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.sandbox.engine import Engine
+from provisioner.sandbox.engine import BackendDict, Engine
 
 if TYPE_CHECKING:
     from provisioner.drivers import ClusterRef
+    from provisioner.sandbox.gke.models import GkeBackend
 
 
 class GkeEmulator:
@@ -15,9 +18,15 @@ class GkeEmulator:
         from provisioner.sandbox.gke import responses
         from provisioner.sandbox.gke.models import GkeBackend
 
-        self.backend = GkeBackend(engine)
-        self.app: Any = responses.app(self.backend, latency)
+        self.backends: BackendDict[GkeBackend] = BackendDict(
+            lambda project, location: GkeBackend(engine, project, location)
+        )
+        self.app: Any = responses.app(engine, self.backends, latency)
+
+    def backend(self, project: str, location: str) -> GkeBackend:
+        return self.backends[project][location]
 
     def add_cluster(self, cluster: ClusterRef, url: str) -> None:
-        key = self.backend.add_cluster(cluster.account, cluster.location, cluster.name)
-        self.backend.seed_system_pool(key)
+        backend = self.backend(cluster.account, cluster.location)
+        backend.add_cluster(cluster.name)
+        backend.seed_system_pool(cluster.name)

@@ -1,24 +1,81 @@
 """The GKE emulator's state and rules: node pools per cluster and their operations.
 
 Values use the API's enum names (NO_SCHEDULE, TIME_SHARING); `responses` turns them into the
-REST wire format. What it rejects, it rejects as GKE does (FACTS.md, hardware/clouds.yaml).
+REST wire format. The rules are this module's own tables, each with its source, and import
+nothing of the tool's hardware data: the emulator is an oracle independent of the tool, so a
+wrong fact in the tool's data fails a test instead of passing both the compiler and the emulator.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from provisioner import hardware
-from provisioner.sandbox.engine import ClusterBusy, Engine, Operation, UnknownCluster
-from provisioner.sandbox.wire import ApiError
+from provisioner.sandbox.engine import ClusterBusy, ClusterState, Engine, Operation, UnknownCluster
+from provisioner.sandbox.gke.exceptions import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+)
 
+# Node pool names: RFC 1035 labels (NodePool.name, container v1 API reference); the 40-character
+# limit is gcloud's own check, unconfirmed in the API reference.
+POOL_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+POOL_NAME_RULE = (
+    "lowercase letters, digits and hyphens, starting with a letter, not ending with a hyphen, 1-40 characters"
+)
+# NodeTaint.Effect, GPUSharingConfig.GPUSharingStrategy (google/container/v1/cluster_service.proto).
 TAINT_EFFECTS = ("NO_SCHEDULE", "PREFER_NO_SCHEDULE", "NO_EXECUTE")
 SHARING_STRATEGIES = ("TIME_SHARING", "MPS")
+# GPUSharingConfig.max_shared_clients_per_gpu: GKE time-sharing and MPS docs (timesharing-gpus,
+# nvidia-mps-gpus): 2 to 48 clients per GPU.
 MAX_SHARED_CLIENTS = (2, 48)
-# Node-pool fields UpdateNodePool changes; anything else on a pool is fixed at creation.
+# Node-pool fields UpdateNodePool changes (UpdateNodePoolRequest: labels, taints,
+# resource_labels, disk_size_gb; googleapis/python-container#506); autoscaling and size have their
+# own calls; anything else on a pool is fixed at creation.
 UPDATABLE = ("labels", "taints", "resource_labels", "disk_size_gb")
+# Machine type -> (the accelerator type it takes, the accelerator counts it takes). GPU machine
+# types carry their GPUs, so the count is the machine's; N1 machines take T4s in 1, 2 or 4 (up to
+# 48 vCPUs for 1-2 T4s, 96 for 4). Compute Engine "GPU machine types"
+# (cloud.google.com/compute/docs/gpus: A2 Standard and Ultra, A3 High, Mega and Ultra, A4, G2,
+# G4; N1 + T4). Left out: other N1 shapes and the older GPUs N1 also takes (P4, P100, V100).
+GPU_MACHINE_TYPES: dict[str, tuple[str, tuple[int, ...]]] = {
+    "a2-highgpu-1g": ("nvidia-tesla-a100", (1,)),
+    "a2-highgpu-2g": ("nvidia-tesla-a100", (2,)),
+    "a2-highgpu-4g": ("nvidia-tesla-a100", (4,)),
+    "a2-highgpu-8g": ("nvidia-tesla-a100", (8,)),
+    "a2-megagpu-16g": ("nvidia-tesla-a100", (16,)),
+    "a2-ultragpu-1g": ("nvidia-a100-80gb", (1,)),
+    "a2-ultragpu-2g": ("nvidia-a100-80gb", (2,)),
+    "a2-ultragpu-4g": ("nvidia-a100-80gb", (4,)),
+    "a2-ultragpu-8g": ("nvidia-a100-80gb", (8,)),
+    "a3-highgpu-1g": ("nvidia-h100-80gb", (1,)),
+    "a3-highgpu-2g": ("nvidia-h100-80gb", (2,)),
+    "a3-highgpu-4g": ("nvidia-h100-80gb", (4,)),
+    "a3-highgpu-8g": ("nvidia-h100-80gb", (8,)),
+    "a3-megagpu-8g": ("nvidia-h100-mega-80gb", (8,)),
+    "a3-ultragpu-8g": ("nvidia-h200-141gb", (8,)),
+    "a4-highgpu-8g": ("nvidia-b200", (8,)),
+    "g2-standard-4": ("nvidia-l4", (1,)),
+    "g2-standard-8": ("nvidia-l4", (1,)),
+    "g2-standard-12": ("nvidia-l4", (1,)),
+    "g2-standard-16": ("nvidia-l4", (1,)),
+    "g2-standard-32": ("nvidia-l4", (1,)),
+    "g2-standard-24": ("nvidia-l4", (2,)),
+    "g2-standard-48": ("nvidia-l4", (4,)),
+    "g2-standard-96": ("nvidia-l4", (8,)),
+    "g4-standard-48": ("nvidia-rtx-pro-6000", (1,)),
+    "g4-standard-96": ("nvidia-rtx-pro-6000", (2,)),
+    "g4-standard-192": ("nvidia-rtx-pro-6000", (4,)),
+    "g4-standard-384": ("nvidia-rtx-pro-6000", (8,)),
+    "n1-standard-4": ("nvidia-tesla-t4", (1, 2, 4)),
+    "n1-standard-8": ("nvidia-tesla-t4", (1, 2, 4)),
+    "n1-standard-16": ("nvidia-tesla-t4", (1, 2, 4)),
+    "n1-standard-32": ("nvidia-tesla-t4", (1, 2, 4)),
+}
 # gpuPartitionSize values a pool of each accelerator type can run: those GKE's partitioner knows
 # for it (container-engine-accelerators partition_gpu/partition_gpu.go, by its per-GPU comments)
 # that its device plugin also accepts (pkg/gpu/nvidia/mig/mig.go gpuPartitionSizeMaxCount, which
@@ -86,99 +143,105 @@ DEFAULT_DISK_SIZE_GB = 100
 MIN_DISK_SIZE_GB = 12
 
 
-def cluster_key(project: str, location: str, cluster: str) -> str:
-    return f"projects/{project}/locations/{location}/clusters/{cluster}"
-
-
 class GkeBackend:
-    def __init__(self, engine: Engine):
-        self.engine = engine
-        self._rules = hardware.load().clouds["gke"]
+    """The clusters of one project in one location (region or zone): GKE's resource path puts the
+    project and the location above a cluster, as moto keys by account and region."""
 
-    def add_cluster(self, project: str, location: str, cluster: str) -> str:
-        key = cluster_key(project, location, cluster)
+    def __init__(self, engine: Engine, project: str, location: str):
+        self.engine = engine
+        self.location_path = f"projects/{project}/locations/{location}"
+
+    def cluster_key(self, cluster: str) -> str:
+        """The cluster's resource name, as its pools' and operations' names begin."""
+        return f"{self.location_path}/clusters/{cluster}"
+
+    def add_cluster(self, cluster: str) -> str:
+        key = self.cluster_key(cluster)
         self.engine.add_cluster(key)
         return key
 
-    def seed_system_pool(self, key: str) -> None:
+    def cluster(self, cluster: str) -> ClusterState:
+        """The cluster's state as the engine holds it (tests set what the cloud would change)."""
+        return self.engine.cluster(self.cluster_key(cluster))
+
+    def seed_system_pool(self, cluster: str) -> None:
         """A pool the tool did not create, as every real cluster has."""
         pool = NodePool("default-pool", "e2-standard-4", node_count=3, disk_size_gb=100, status="RUNNING")
-        self._pools(key)[pool.name] = pool
+        self._pools(cluster)[pool.name] = pool
 
-    def clusters(self, project: str, location: str) -> list[str]:
-        prefix = f"projects/{project}/locations/"
-        return [
-            key
-            for key in self.engine.clusters()
-            if key.startswith(prefix) and (location == "-" or key.startswith(f"{prefix}{location}/"))
-        ]
+    def clusters(self) -> list[str]:
+        """The resource names of this location's clusters."""
+        prefix = f"{self.location_path}/clusters/"
+        return [key for key in self.engine.clusters() if key.startswith(prefix)]
 
     # Reads
 
-    def list_pools(self, key: str) -> list[NodePool]:
+    def list_pools(self, cluster: str) -> list[NodePool]:
         with self.engine.lock:
-            return list(self._pools(key).values())
+            return list(self._pools(cluster).values())
 
-    def get_pool(self, key: str, name: str) -> NodePool:
+    def get_pool(self, cluster: str, name: str) -> NodePool:
         with self.engine.lock:
-            return self._pool(key, name)
+            return self._pool(cluster, name)
 
-    def get_operation(self, location_path: str, operation_id: str) -> Operation:
+    def get_operation(self, operation_id: str) -> Operation:
         operation = self.engine.operation(operation_id)
-        if operation is None or not operation.cluster.startswith(location_path + "/"):
-            raise ApiError(404, "NOT_FOUND", f"Not found: {location_path}/operations/{operation_id}.")
+        if operation is None or not operation.cluster.startswith(self.location_path + "/"):
+            raise NotFound(f"Not found: {self.location_path}/operations/{operation_id}.")
         return operation
 
     # Operations
 
-    def create_pool(self, key: str, pool: NodePool) -> Operation:
+    def create_pool(self, cluster: str, pool: NodePool) -> Operation:
         with self.engine.lock:
-            pools = self._pools(key)
+            pools = self._pools(cluster)
             self._check_new_pool(pool)
             if pool.name in pools:
-                raise ApiError(409, "ALREADY_EXISTS", f"Already exists: {key}/nodePools/{pool.name}.")
+                raise AlreadyExists(f"Already exists: {self.cluster_key(cluster)}/nodePools/{pool.name}.")
             creating = replace(
                 pool, disk_size_gb=pool.disk_size_gb or DEFAULT_DISK_SIZE_GB, status="PROVISIONING"
             )
             return self._begin(
-                key,
+                cluster,
                 "create",
                 pool.name,
                 start=lambda: pools.__setitem__(pool.name, creating),
                 finish=lambda: pools.__setitem__(pool.name, replace(pools[pool.name], status="RUNNING")),
             )
 
-    def update_pool(self, key: str, name: str, changes: dict[str, Any]) -> Operation:
+    def update_pool(self, cluster: str, name: str, changes: dict[str, Any]) -> Operation:
         """UpdateNodePool: `changes` holds the given UPDATABLE fields; others are refused."""
         with self.engine.lock:
-            current = self._pool(key, name)
+            current = self._pool(cluster, name)
             fixed = sorted(set(changes) - set(UPDATABLE))
             if fixed:
-                raise ApiError(
-                    400, "INVALID_ARGUMENT", f"Node pool field(s) {', '.join(fixed)} cannot be updated."
-                )
+                raise InvalidArgument(f"Node pool field(s) {', '.join(fixed)} cannot be updated.")
             updated = replace(current, **changes)
             self._check_disk(updated.disk_size_gb)
             self._check_taints(updated.taints)
-            return self._change(key, name, "update", updated)
+            return self._change(cluster, name, "update", updated)
 
-    def set_autoscaling(self, key: str, name: str, autoscaling: Autoscaling) -> Operation:
+    def set_autoscaling(self, cluster: str, name: str, autoscaling: Autoscaling) -> Operation:
         with self.engine.lock:
             self._check_autoscaling(autoscaling)
-            return self._change(key, name, "update", replace(self._pool(key, name), autoscaling=autoscaling))
+            return self._change(
+                cluster, name, "update", replace(self._pool(cluster, name), autoscaling=autoscaling)
+            )
 
-    def set_size(self, key: str, name: str, node_count: int) -> Operation:
+    def set_size(self, cluster: str, name: str, node_count: int) -> Operation:
         with self.engine.lock:
             if node_count < 0:
-                raise ApiError(400, "INVALID_ARGUMENT", "nodeCount must be >= 0.")
-            return self._change(key, name, "update", replace(self._pool(key, name), node_count=node_count))
+                raise InvalidArgument("nodeCount must be >= 0.")
+            return self._change(
+                cluster, name, "update", replace(self._pool(cluster, name), node_count=node_count)
+            )
 
-    def delete_pool(self, key: str, name: str) -> Operation:
+    def delete_pool(self, cluster: str, name: str) -> Operation:
         with self.engine.lock:
-            pools = self._pools(key)
-            stopping = replace(self._pool(key, name), status="STOPPING")
+            pools = self._pools(cluster)
+            stopping = replace(self._pool(cluster, name), status="STOPPING")
             return self._begin(
-                key,
+                cluster,
                 "delete",
                 name,
                 start=lambda: pools.__setitem__(name, stopping),
@@ -188,71 +251,48 @@ class GkeBackend:
     # Rules
 
     def _check_new_pool(self, pool: NodePool) -> None:
-        if not self._rules.pool_name_pattern.match(pool.name):
-            raise ApiError(
-                400,
-                "INVALID_ARGUMENT",
-                f"Invalid node pool name {pool.name!r}: {self._rules.pool_name_rule}.",
-            )
+        if not POOL_NAME.match(pool.name):
+            raise InvalidArgument(f"Invalid node pool name {pool.name!r}: {POOL_NAME_RULE}.")
         if pool.node_count < 0:
-            raise ApiError(400, "INVALID_ARGUMENT", "initialNodeCount must be >= 0.")
+            raise InvalidArgument("initialNodeCount must be >= 0.")
         self._check_disk(pool.disk_size_gb)
         self._check_taints(pool.taints)
         self._check_autoscaling(pool.autoscaling)
         if len(pool.accelerators) > 1:
-            raise ApiError(400, "INVALID_ARGUMENT", "At most one accelerator config is supported.")
+            raise InvalidArgument("At most one accelerator config is supported.")
         for accelerator in pool.accelerators:
             self._check_accelerator(pool.machine_type, accelerator)
 
     def _check_accelerator(self, machine_type: str, accelerator: Accelerator) -> None:
-        machine = hardware.load().instance_type("gke", machine_type)
-        if machine is None:
-            raise ApiError(
-                400,
-                "INVALID_ARGUMENT",
-                f"Accelerator {accelerator.type} cannot be attached to {machine_type}.",
-            )
-        if accelerator.type != machine.accelerator:
-            raise ApiError(
-                400,
-                "INVALID_ARGUMENT",
-                f"Machine type {machine_type} takes {machine.accelerator}, not {accelerator.type}.",
-            )
-        counts = (machine.gpus,) if machine.gpus is not None else machine.gpu_choices
+        if machine_type not in GPU_MACHINE_TYPES:
+            raise InvalidArgument(f"Accelerator {accelerator.type} cannot be attached to {machine_type}.")
+        takes, counts = GPU_MACHINE_TYPES[machine_type]
+        if accelerator.type != takes:
+            raise InvalidArgument(f"Machine type {machine_type} takes {takes}, not {accelerator.type}.")
         if accelerator.count not in counts:
             allowed = ", ".join(str(c) for c in counts)
-            raise ApiError(
-                400,
-                "INVALID_ARGUMENT",
-                f"Machine type {machine_type} takes {allowed} {accelerator.type}, not {accelerator.count}.",
+            raise InvalidArgument(
+                f"Machine type {machine_type} takes {allowed} {accelerator.type}, not {accelerator.count}."
             )
         if accelerator.partition_size:
             sizes = PARTITION_SIZES.get(accelerator.type, ())
             if accelerator.partition_size not in sizes:
-                raise ApiError(
-                    400,
-                    "INVALID_ARGUMENT",
+                raise InvalidArgument(
                     f"GPU partition size {accelerator.partition_size} is not supported for "
-                    f"{accelerator.type}; supported: {', '.join(sizes) or 'none'}.",
+                    f"{accelerator.type}; supported: {', '.join(sizes) or 'none'}."
                 )
         if accelerator.sharing_strategy:
             if accelerator.sharing_strategy not in SHARING_STRATEGIES:
-                raise ApiError(
-                    400, "INVALID_ARGUMENT", f"Unknown gpuSharingStrategy {accelerator.sharing_strategy}."
-                )
+                raise InvalidArgument(f"Unknown gpuSharingStrategy {accelerator.sharing_strategy}.")
             low, high = MAX_SHARED_CLIENTS
             if not low <= accelerator.max_shared_clients <= high:
-                raise ApiError(
-                    400, "INVALID_ARGUMENT", f"maxSharedClientsPerGpu must be between {low} and {high}."
-                )
+                raise InvalidArgument(f"maxSharedClientsPerGpu must be between {low} and {high}.")
 
     @staticmethod
     def _check_disk(size_gb: int) -> None:
         if size_gb and size_gb < MIN_DISK_SIZE_GB:
-            raise ApiError(
-                400,
-                "INVALID_ARGUMENT",
-                f"Disk size {size_gb} GB is too small: the smallest allowed is {MIN_DISK_SIZE_GB} GB.",
+            raise InvalidArgument(
+                f"Disk size {size_gb} GB is too small: the smallest allowed is {MIN_DISK_SIZE_GB} GB."
             )
 
     @staticmethod
@@ -260,47 +300,45 @@ class GkeBackend:
         seen = set()
         for key, _, effect in taints:
             if effect not in TAINT_EFFECTS:
-                raise ApiError(400, "INVALID_ARGUMENT", f"Invalid taint effect {effect!r} for key {key}.")
+                raise InvalidArgument(f"Invalid taint effect {effect!r} for key {key}.")
             if (key, effect) in seen:
-                raise ApiError(
-                    400, "INVALID_ARGUMENT", f"Found more than one taint with key {key} and effect {effect}."
-                )
+                raise InvalidArgument(f"Found more than one taint with key {key} and effect {effect}.")
             seen.add((key, effect))
 
     @staticmethod
     def _check_autoscaling(autoscaling: Autoscaling) -> None:
         if autoscaling.enabled and not 0 <= autoscaling.min_nodes <= autoscaling.max_nodes:
-            raise ApiError(400, "INVALID_ARGUMENT", "Autoscaling needs 0 <= minNodeCount <= maxNodeCount.")
+            raise InvalidArgument("Autoscaling needs 0 <= minNodeCount <= maxNodeCount.")
 
     # State
 
-    def _pools(self, key: str) -> dict[str, NodePool]:
+    def _pools(self, cluster: str) -> dict[str, NodePool]:
         try:
-            return self.engine.cluster(key).pools  # type: ignore[return-value]
+            return self.engine.cluster(self.cluster_key(cluster)).pools  # type: ignore[return-value]
         except UnknownCluster:
-            raise ApiError(404, "NOT_FOUND", f"Not found: {key}.") from None
+            raise NotFound(f"Not found: {self.cluster_key(cluster)}.") from None
 
-    def _pool(self, key: str, name: str) -> NodePool:
+    def _pool(self, cluster: str, name: str) -> NodePool:
         try:
-            return copy.copy(self._pools(key)[name])
+            return copy.copy(self._pools(cluster)[name])
         except KeyError:
-            raise ApiError(404, "NOT_FOUND", f"Not found: {key}/nodePools/{name}.") from None
+            raise NotFound(f"Not found: {self.cluster_key(cluster)}/nodePools/{name}.") from None
 
-    def _change(self, key: str, name: str, kind: str, updated: NodePool) -> Operation:
-        pools = self._pools(key)
+    def _change(self, cluster: str, name: str, kind: str, updated: NodePool) -> Operation:
+        pools = self._pools(cluster)
         reconciling = replace(pools[name], status="RECONCILING")
         return self._begin(
-            key,
+            cluster,
             kind,
             name,
             start=lambda: pools.__setitem__(name, reconciling),
             finish=lambda: pools.__setitem__(name, replace(updated, status="RUNNING")),
         )
 
-    def _begin(self, key: str, kind: Any, pool: str, start: Any, finish: Any) -> Operation:
+    def _begin(self, cluster: str, kind: Any, pool: str, start: Any, finish: Any) -> Operation:
         try:
-            return self.engine.begin(key, kind, pool, finish=finish, start=start)
+            return self.engine.begin(self.cluster_key(cluster), kind, pool, finish=finish, start=start)
         except ClusterBusy as busy:
-            raise ApiError(
-                400, "FAILED_PRECONDITION", f"Cluster is running incompatible operation {busy.running.id}."
+            raise FailedPrecondition(
+                f"Cluster is running incompatible operation {busy.running.id}."
             ) from None

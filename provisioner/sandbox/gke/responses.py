@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from provisioner.sandbox.engine import Operation
-from provisioner.sandbox.gke.models import Accelerator, Autoscaling, GkeBackend, NodePool, cluster_key
-from provisioner.sandbox.wire import ApiError, EmulatorApp, json_response, request_json
+from provisioner.sandbox.engine import BackendDict, Engine, Operation
+from provisioner.sandbox.gke.exceptions import InvalidArgument, NotFound, ResourceExhausted, Unavailable
+from provisioner.sandbox.gke.models import Accelerator, Autoscaling, GkeBackend, NodePool
+from provisioner.sandbox.gke.urls import ROUTES
+from provisioner.sandbox.wire import ApiError, EmulatorApp, WireErrors, json_response, request_json
 
 # Enum numbers from google/container/v1/cluster_service.proto.
 TAINT_EFFECT = {"NO_SCHEDULE": 1, "PREFER_NO_SCHEDULE": 2, "NO_EXECUTE": 3}
@@ -23,105 +24,84 @@ DRIVER_VERSION = {"INSTALLATION_DISABLED": 1, "DEFAULT": 2, "LATEST": 3}
 POOL_STATUS = {"PROVISIONING": 1, "RUNNING": 2, "RECONCILING": 4, "STOPPING": 5, "ERROR": 6}
 OPERATION_TYPE = {"create": 7, "delete": 8, "update": 4}  # CREATE_NODE_POOL, DELETE_NODE_POOL, UPGRADE_NODES
 OPERATION_STATUS = {"RUNNING": 2, "DONE": 3}
-HTTP_STATUS = {
-    "INVALID_ARGUMENT": 400,
-    "FAILED_PRECONDITION": 400,
-    "NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409,
-    "RESOURCE_EXHAUSTED": 429,
-    "UNAVAILABLE": 503,
-}
-
-_CLUSTER = "/v1/projects/<project>/locations/<location>/clusters/<cluster>"
-ROUTES = Map(
-    [
-        Rule(
-            "/v1/projects/<project>/locations/<location>/clusters", methods=["GET"], endpoint="list_clusters"
-        ),
-        Rule(f"{_CLUSTER}/nodePools", methods=["GET"], endpoint="list_pools"),
-        Rule(f"{_CLUSTER}/nodePools", methods=["POST"], endpoint="create_pool"),
-        Rule(f"{_CLUSTER}/nodePools/<pool>:setAutoscaling", methods=["POST"], endpoint="set_autoscaling"),
-        Rule(f"{_CLUSTER}/nodePools/<pool>:setSize", methods=["POST"], endpoint="set_size"),
-        Rule(f"{_CLUSTER}/nodePools/<pool>", methods=["GET"], endpoint="get_pool"),
-        Rule(f"{_CLUSTER}/nodePools/<pool>", methods=["PUT"], endpoint="update_pool"),
-        Rule(f"{_CLUSTER}/nodePools/<pool>", methods=["DELETE"], endpoint="delete_pool"),
-        Rule("/v1/projects/<project>/locations/<location>/operations/<operation>", endpoint="get_operation"),
-    ],
-    strict_slashes=False,
-)
 
 
-def app(backend: GkeBackend, latency: float = 0.0) -> EmulatorApp:
-    handlers = GkeHandlers(backend)
+def app(engine: Engine, backends: BackendDict[GkeBackend], latency: float = 0.0) -> EmulatorApp:
+    handlers = GkeHandlers(backends)
     return EmulatorApp(
-        backend.engine,
+        engine,
         routes=ROUTES,
         handlers={rule.endpoint: getattr(handlers, rule.endpoint) for rule in ROUTES.iter_rules()},
         render_error=render_error,
-        faults={
-            429: ApiError(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Requests'."),
-            503: ApiError(503, "UNAVAILABLE", "The service is currently unavailable."),
-        },
+        errors=WireErrors(
+            malformed=InvalidArgument,
+            no_route=lambda what: NotFound(f"Not found: {what}."),
+            faults={
+                429: lambda: ResourceExhausted("Quota exceeded for quota metric 'Requests'."),
+                503: lambda: Unavailable("The service is currently unavailable."),
+            },
+        ),
         latency=latency,
     )
 
 
 def render_error(error: ApiError) -> Response:
-    status = HTTP_STATUS.get(error.code, error.status)
     headers = {"Retry-After": f"{error.retry_after:g}"} if error.retry_after is not None else None
-    body = {"error": {"code": status, "message": error.message, "status": error.code}}
-    return json_response(body, status, headers)
+    body = {"error": {"code": error.status, "message": error.message, "status": error.code}}
+    return json_response(body, error.status, headers)
 
 
 class GkeHandlers:
-    def __init__(self, backend: GkeBackend):
-        self.backend = backend
+    def __init__(self, backends: BackendDict[GkeBackend]):
+        self.backends = backends
 
     def list_clusters(self, request: Request, project: str, location: str) -> Response:
+        """`-` as the location lists every location's clusters (ListClustersRequest.parent)."""
+        if location == "-":
+            backends = list(self.backends[project].values())
+        else:
+            backends = [self.backends[project][location]]
         clusters = []
-        for key in self.backend.clusters(project, location):
+        for key in sorted(key for backend in backends for key in backend.clusters()):
             _, _, _, cluster_location, _, name = key.split("/")
             clusters.append({"name": name, "location": cluster_location, "status": 2, "selfLink": _link(key)})
         return json_response({"clusters": clusters} if clusters else {})
 
     def list_pools(self, request: Request, project: str, location: str, cluster: str) -> Response:
-        key = cluster_key(project, location, cluster)
-        pools = [encode_pool(key, p) for p in self.backend.list_pools(key)]
+        backend = self.backends[project][location]
+        pools = [encode_pool(backend.cluster_key(cluster), p) for p in backend.list_pools(cluster)]
         return json_response({"nodePools": pools} if pools else {})
 
     def get_pool(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
-        key = cluster_key(project, location, cluster)
-        return json_response(encode_pool(key, self.backend.get_pool(key, pool)))
+        backend = self.backends[project][location]
+        return json_response(encode_pool(backend.cluster_key(cluster), backend.get_pool(cluster, pool)))
 
     def create_pool(self, request: Request, project: str, location: str, cluster: str) -> Response:
         body = request_json(request)
         if "nodePool" not in body:
-            raise ApiError(400, "INVALID_ARGUMENT", "nodePool is required.")
-        key = cluster_key(project, location, cluster)
-        return self._operation(self.backend.create_pool(key, decode_pool(body["nodePool"])))
+            raise InvalidArgument("nodePool is required.")
+        backend = self.backends[project][location]
+        return self._operation(backend.create_pool(cluster, decode_pool(body["nodePool"])))
 
     def update_pool(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
-        key = cluster_key(project, location, cluster)
-        return self._operation(self.backend.update_pool(key, pool, decode_update(request_json(request))))
+        backend = self.backends[project][location]
+        return self._operation(backend.update_pool(cluster, pool, decode_update(request_json(request))))
 
     def set_autoscaling(
         self, request: Request, project: str, location: str, cluster: str, pool: str
     ) -> Response:
-        key = cluster_key(project, location, cluster)
         autoscaling = decode_autoscaling(request_json(request).get("autoscaling", {}))
-        return self._operation(self.backend.set_autoscaling(key, pool, autoscaling))
+        return self._operation(self.backends[project][location].set_autoscaling(cluster, pool, autoscaling))
 
     def set_size(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
-        key = cluster_key(project, location, cluster)
         node_count = _int(request_json(request).get("nodeCount", 0), "nodeCount")
-        return self._operation(self.backend.set_size(key, pool, node_count))
+        return self._operation(self.backends[project][location].set_size(cluster, pool, node_count))
 
     def delete_pool(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
-        return self._operation(self.backend.delete_pool(cluster_key(project, location, cluster), pool))
+        return self._operation(self.backends[project][location].delete_pool(cluster, pool))
 
     def get_operation(self, request: Request, project: str, location: str, operation: str) -> Response:
-        location_path = f"projects/{project}/locations/{location}"
-        return self._operation(self.backend.get_operation(location_path, operation))
+        return self._operation(self.backends[project][location].get_operation(operation))
 
     @staticmethod
     def _operation(operation: Operation) -> Response:
@@ -212,14 +192,14 @@ def _enum(value: Any, names: dict[str, int], field: str) -> str:
         return by_number[value]
     if value in (0, None, ""):
         return ""
-    raise ApiError(400, "INVALID_ARGUMENT", f"Invalid value for {field}: {value!r}.")
+    raise InvalidArgument(f"Invalid value for {field}: {value!r}.")
 
 
 def _int(value: Any, field: str) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise ApiError(400, "INVALID_ARGUMENT", f"Invalid value for {field}: {value!r}.") from None
+        raise InvalidArgument(f"Invalid value for {field}: {value!r}.") from None
 
 
 def _taints(raw: list[dict[str, Any]]) -> tuple[tuple[str, str, str], ...]:
