@@ -254,6 +254,11 @@ class AckBackend:
         now = self.engine.now()
         for cluster in self.clusters.values():
             for nodepool_id, (task, finish) in list(cluster.pending.items()):
+                pool = cluster.pools.get(nodepool_id)
+                if pool is not None and pool.state == "failed":  # failed midway (set by a test): ends now
+                    del cluster.pending[nodepool_id]
+                    task.state, task.error = "fail", f"node pool {nodepool_id} failed"
+                    continue
                 if now < task.done_at:
                     continue
                 del cluster.pending[nodepool_id]
@@ -261,8 +266,6 @@ class AckBackend:
                 if result is None:
                     cluster.pools.pop(nodepool_id, None)
                     task.state = "success"
-                elif cluster.pools[nodepool_id].state == "failed":  # failed meanwhile (a test's doing)
-                    task.state, task.error = "fail", f"node pool {nodepool_id} failed"
                 else:
                     cluster.pools[nodepool_id] = replace(result, state="active")
                     task.state = "success"
