@@ -32,6 +32,11 @@ GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 # creates: a cloud-side marker, so it cannot drift with the Kubernetes labels users edit.
 OWNER_TAG_KEY = "managed-by"
 OWNER_TAG_VALUE = "provisioner"
+# ACK marks its pools with a node-pool label instead (kubernetes_config.labels): ACK Edge pools
+# have no ECS instances to carry a tag. The driver adds it and strips it from what it reads back,
+# so the fleet's labels never see it; the compiler refuses it in a user's labels.
+OWNER_LABEL_KEY = "provisioner.io/managed-by"
+OWNER_LABEL_VALUE = "provisioner"
 
 
 @dataclass(frozen=True)

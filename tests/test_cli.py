@@ -11,7 +11,17 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from ruamel.yaml import YAML
 
-CLOUD_SDKS = ("boto3", "botocore", "azure", "google.cloud", "google.auth", "google.api_core")
+CLOUD_SDKS = (
+    "boto3",
+    "botocore",
+    "azure",
+    "google.cloud",
+    "google.auth",
+    "google.api_core",
+    "alibabacloud_",
+    "darabonba",
+    "Tea",
+)
 
 
 def run(*args: str, cwd=ROOT) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,7 @@ FACTS_MIG = {
     "B200": "1g.23gb x7, 1g.45gb x4, 2g.45gb x3, 3g.90gb x2, 4g.90gb x1, 7g.180gb x1",
     "A30 24GB": "1g.6gb x4, 2g.12gb x2, 4g.24gb x1",
 }
-NOT_MIG = ["T4 16GB", "L4 24GB", "A10G 24GB", "V100 16GB", "L40S 48GB"]
+NOT_MIG = ["T4 16GB", "L4 24GB", "A10G 24GB", "V100 16GB", "L40S 48GB", "A10 24GB", "L20 48GB", "V100 32GB"]
 
 # FACTS.md "Instance types and their GPUs": (cloud, instance type, GPU, GPUs per node).
 FACTS_INSTANCES = [
@@ -58,6 +58,53 @@ FACTS_INSTANCES = [
     ("eks", "g5.24xlarge", "A10G 24GB", 4),
     ("eks", "g5.48xlarge", "A10G 24GB", 8),
 ]
+# Alibaba Cloud ECS "GPU-accelerated compute-optimized instance families" (GPU column, model and
+# count); gn7 / ebmgn7 named A100 by ACK's MIG guide (instance_types.yaml says more).
+ACK_INSTANCES = [
+    *[("ack", f"ecs.gn6i-{size}", "T4 16GB", 1) for size in ("c4g1.xlarge", "c8g1.2xlarge", "c16g1.4xlarge")],
+    *[("ack", f"ecs.gn6i-{size}", "T4 16GB", 1) for size in ("c24g1.6xlarge", "c40g1.10xlarge")],
+    ("ack", "ecs.gn6i-c24g1.12xlarge", "T4 16GB", 2),
+    ("ack", "ecs.gn6i-c24g1.24xlarge", "T4 16GB", 4),
+    ("ack", "ecs.ebmgn6i.24xlarge", "T4 16GB", 4),
+    *[
+        ("ack", f"ecs.gn7i-{size}", "A10 24GB", 1)
+        for size in ("c8g1.2xlarge", "c16g1.4xlarge", "c32g1.8xlarge", "c48g1.12xlarge", "c56g1.14xlarge")
+    ],
+    ("ack", "ecs.gn7i-c32g1.16xlarge", "A10 24GB", 2),
+    ("ack", "ecs.gn7i-c32g1.32xlarge", "A10 24GB", 4),
+    ("ack", "ecs.gn7i-2x.8xlarge", "A10 24GB", 2),
+    ("ack", "ecs.gn7i-4x.8xlarge", "A10 24GB", 4),
+    ("ack", "ecs.gn7i-4x.16xlarge", "A10 24GB", 4),
+    ("ack", "ecs.gn7i-8x.16xlarge", "A10 24GB", 8),
+    ("ack", "ecs.gn7i-8x.32xlarge", "A10 24GB", 8),
+    ("ack", "ecs.ebmgn7i.32xlarge", "A10 24GB", 4),
+    *[
+        ("ack", f"ecs.gn7s-{size}", "A30 24GB", 1)
+        for size in ("c8g1.2xlarge", "c16g1.4xlarge", "c32g1.8xlarge", "c48g1.12xlarge", "c56g1.14xlarge")
+    ],
+    ("ack", "ecs.gn7s-c32g1.16xlarge", "A30 24GB", 2),
+    ("ack", "ecs.gn7s-c32g1.32xlarge", "A30 24GB", 4),
+    ("ack", "ecs.gn8is.2xlarge", "L20 48GB", 1),
+    ("ack", "ecs.gn8is.4xlarge", "L20 48GB", 1),
+    ("ack", "ecs.gn8is-2x.8xlarge", "L20 48GB", 2),
+    ("ack", "ecs.gn8is-4x.16xlarge", "L20 48GB", 4),
+    ("ack", "ecs.gn8is-8x.32xlarge", "L20 48GB", 8),
+    ("ack", "ecs.ebmgn8is.32xlarge", "L20 48GB", 8),
+    ("ack", "ecs.ebmgn8ia.64xlarge", "L20 48GB", 4),
+    ("ack", "ecs.gn7-c12g1.3xlarge", "A100 40GB", 1),
+    ("ack", "ecs.gn7-c13g1.13xlarge", "A100 40GB", 4),
+    ("ack", "ecs.gn7-c13g1.26xlarge", "A100 40GB", 8),
+    ("ack", "ecs.ebmgn7.26xlarge", "A100 40GB", 8),
+    ("ack", "ecs.gn6v-c8g1.2xlarge", "V100 16GB", 1),
+    ("ack", "ecs.gn6v-c8g1.4xlarge", "V100 16GB", 2),
+    ("ack", "ecs.gn6v-c8g1.8xlarge", "V100 16GB", 4),
+    ("ack", "ecs.gn6v-c8g1.16xlarge", "V100 16GB", 8),
+    ("ack", "ecs.gn6v-c10g1.20xlarge", "V100 16GB", 8),
+    ("ack", "ecs.gn6e-c12g1.3xlarge", "V100 32GB", 1),
+    ("ack", "ecs.gn6e-c12g1.6xlarge", "V100 32GB", 2),
+    ("ack", "ecs.gn6e-c12g1.12xlarge", "V100 32GB", 4),
+    ("ack", "ecs.gn6e-c12g1.24xlarge", "V100 32GB", 8),
+]
 # Beyond FACTS.md, from the primary sources instance_types.yaml names: AWS "Specifications for
 # Amazon EC2 accelerated computing instances" (Accelerators column); GoogleCloudPlatform/
 # cluster-toolkit pkg/config/hardware.go (rtx-6000-N, h100-mega-80gb-8).
@@ -89,6 +136,7 @@ SOURCED_INSTANCES = [
     ("gke", "g4-standard-96", "RTX PRO 6000 96GB", 2),
     ("gke", "g4-standard-192", "RTX PRO 6000 96GB", 4),
     ("gke", "g4-standard-384", "RTX PRO 6000 96GB", 8),
+    *ACK_INSTANCES,
 ]
 
 # FACTS.md GKE: accelerator type names of the MIG-capable GPUs.

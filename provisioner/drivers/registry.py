@@ -16,12 +16,14 @@ DRIVERS = {
     "aks": "provisioner.drivers.aks:AksDriver",
     "gke": "provisioner.drivers.gke:GkeDriver",
     "eks": "provisioner.drivers.eks:EksDriver",
+    "ack": "provisioner.drivers.ack:AckDriver",
 }
 # cloud -> "module:Class" of its sandbox emulator (provisioner.sandbox.Emulator)
 EMULATORS = {
     "aks": "provisioner.sandbox.aks:AksEmulator",
     "gke": "provisioner.sandbox.gke:GkeEmulator",
     "eks": "provisioner.sandbox.eks:EksEmulator",
+    "ack": "provisioner.sandbox.ack:AckEmulator",
 }
 
 

@@ -1,4 +1,4 @@
-"""`provisioner sandbox serve`: the three emulators on loopback, their addresses in DIR/endpoints.json."""
+"""`provisioner sandbox serve`: one emulator per cloud on loopback, their addresses in DIR/endpoints.json."""
 
 from __future__ import annotations
 

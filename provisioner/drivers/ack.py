@@ -1,0 +1,412 @@
+"""ACK node pools through alibabacloud-cs20151215 (CS API 2015-12-15, ROA JSON); credentials from
+the Alibaba Cloud default chain (environment, OIDC role, CLI profile, credentials file, ECS RAM
+role), as alibabacloud_credentials' Client() resolves it.
+
+A ClusterRef for ACK: location = region, name = the cluster ID (c + 32 hex), account "" where
+the fleet does not name one, extras["vswitches"] = the vSwitch IDs of new ECS pools.
+
+Ownership is a node-pool label (OWNER_LABEL_KEY), not an ECS tag: ACK Edge pools have no ECS
+instances to carry one (SDK ScalingGroup.tags: "Adds tags only to ECS instances"). ECS pools get
+the tag too. The label is stripped from what the driver returns, so desired == observed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from provisioner import hardware
+from provisioner.drivers import OPERATION_TIMEOUT, ClusterRef, import_sdk, wait_until
+from provisioner.errors import (
+    AuthenticationFailed,
+    CloudError,
+    ErrorCodes,
+    InvalidRequest,
+    NotFound,
+    NotOwned,
+    OperationFailed,
+    Unavailable,
+    cloud_error,
+)
+from provisioner.pools import (
+    OWNER_LABEL_KEY,
+    OWNER_LABEL_VALUE,
+    OWNER_TAG_KEY,
+    OWNER_TAG_VALUE,
+    PoolState,
+    PoolStatus,
+    Scaling,
+    Taint,
+)
+
+# The pool labels the tool writes on ACK Edge pools to name the GPUs of machines it never sees.
+EDGE_GPU_MODEL_LABEL = "gpu.provisioner.io/model"
+EDGE_GPU_COUNT_LABEL = "gpu.provisioner.io/count"
+CONNECT_TIMEOUT_MS, READ_TIMEOUT_MS = 5_000, 60_000  # per HTTP call
+DESCRIBE_CLUSTERS_PAGE = 100  # DescribeClustersV1 page_size maximum (SDK docstring)
+# status.state: active when idle; initial, scaling, removing, deleting, updating while an operation
+# runs (SDK DescribeClusterNodePoolsResponseBodyNodepoolsStatus); failed as TF waits on it.
+_STATUS: dict[str, PoolStatus] = {"active": "ready", "failed": "failed"}
+SPOT_STRATEGIES = frozenset({"SpotWithPriceLimit", "SpotAsPriceGo"})
+# ACK's codes (exceptions in sandbox/ack name their sources): not found per terraform-provider-
+# alicloud; throttled per its NeedRetry (errors.go); the busy code is the sandbox's, UNCONFIRMED
+# against ACK; auth: the SDK's own client-side code and Alibaba Cloud's common signature codes.
+_CODES = ErrorCodes(
+    busy=frozenset({"ErrorNodePoolStatusInvalid"}),
+    throttled=frozenset({"Throttling", "Throttling.User", "Throttling.Api", "Rejected.Throttling"}),
+    not_found=frozenset({"ErrorClusterNotFound", "ErrorNodePoolNotFound"}),
+    auth=frozenset(
+        {"InvalidCredentials", "InvalidAccessKeyId.NotFound", "SignatureDoesNotMatch", "Forbidden.RAM"}
+    ),
+)
+_TASK_FAILED = ("fail", "failed")
+
+
+class AckDriver:
+    def __init__(self, endpoint: str | None = None, operation_timeout: float = OPERATION_TIMEOUT):
+        self._endpoint = endpoint  # a sandbox's http://host:port; None: cs.<region>.aliyuncs.com
+        self._operation_timeout = operation_timeout
+        self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()
+        import_sdk(
+            "alibabacloud_cs20151215.client",
+            "alibabacloud_cs20151215.models",
+            "alibabacloud_tea_openapi.models",
+            "alibabacloud_tea_openapi.exceptions",
+            "alibabacloud_credentials.client",
+            "alibabacloud_credentials.models",
+            "alibabacloud_credentials.exceptions",
+            "darabonba.runtime",
+            "darabonba.exceptions",
+        )
+
+    # Driver protocol
+
+    def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
+        from alibabacloud_cs20151215 import models as cs
+
+        body = self._call(
+            cluster,
+            "describe_cluster_node_pools_with_options",
+            cluster.name,
+            cs.DescribeClusterNodePoolsRequest(),
+        )
+        return [_observed(pool) for pool in body.get("nodepools") or []]
+
+    def create_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
+        body = self._call(
+            cluster, "create_cluster_node_pool_with_options", cluster.name, _create_request(cluster, desired)
+        )
+        what = f"creating node pool {desired.name}"
+        self._wait_task(cluster, body.get("task_id"), what)
+        return _observed(self._wait_settled(cluster, body["nodepool_id"], what))
+
+    def update_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
+        raw = self._find(cluster, desired.name)
+        current = _observed(raw)
+        if not current.owned:
+            raise NotOwned(f"node pool {desired.name} was not created by provisioner; not updating it")
+        nodepool_id = raw["nodepool_info"]["nodepool_id"]
+        request = _modify_request(current, desired)
+        body = self._call(
+            cluster, "modify_cluster_node_pool_with_options", cluster.name, nodepool_id, request
+        )
+        what = f"updating node pool {desired.name}"
+        self._wait_task(cluster, body.get("task_id"), what)
+        return _observed(self._wait_settled(cluster, nodepool_id, what))
+
+    def delete_pool(self, cluster: ClusterRef, name: str) -> None:
+        from alibabacloud_cs20151215 import models as cs
+
+        raw = self._find(cluster, name)
+        if not _observed(raw).owned:
+            raise NotOwned(f"node pool {name} was not created by provisioner; not deleting it")
+        nodepool_id = raw["nodepool_info"]["nodepool_id"]
+        request = cs.DeleteClusterNodepoolRequest(force=True)  # its nodes go with it
+        self._call(cluster, "delete_cluster_nodepool_with_options", cluster.name, nodepool_id, request)
+        what = f"deleting node pool {name}"
+
+        def gone() -> bool | None:
+            try:
+                pool = self._pool(cluster, nodepool_id)
+            except NotFound:
+                return True
+            _raise_if_failed(pool, what)
+            return None
+
+        wait_until(gone, self._operation_timeout, what)
+
+    def discover(self, scope: ClusterRef) -> list[ClusterRef]:
+        from alibabacloud_cs20151215 import models as cs
+
+        found: list[ClusterRef] = []
+        for page_number in range(1, 10_000):
+            request = cs.DescribeClustersV1Request(
+                region_id=scope.location, page_size=DESCRIBE_CLUSTERS_PAGE, page_number=page_number
+            )
+            body = self._call(scope, "describe_clusters_v1with_options", request)
+            clusters = body.get("clusters") or []
+            found += [
+                ClusterRef("ack", scope.account, c.get("region_id") or scope.location, c["cluster_id"])
+                for c in clusters
+            ]
+            total = (body.get("page_info") or {}).get("total_count") or 0
+            if not clusters or len(found) >= total:
+                break
+        return found
+
+    # The SDK
+
+    def _client(self, cluster: ClusterRef) -> Any:
+        with self._clients_lock:
+            if cluster.location not in self._clients:
+                self._clients[cluster.location] = self._make_client(cluster.location)
+            return self._clients[cluster.location]
+
+    def _make_client(self, region: str) -> Any:
+        from alibabacloud_credentials.client import Client as Credentials
+        from alibabacloud_credentials.models import Config as CredentialsConfig
+        from alibabacloud_cs20151215.client import Client
+        from alibabacloud_tea_openapi import models as openapi
+
+        # retry_options stays unset: the SDK then sends each call once, and callers retry.
+        if self._endpoint is None:
+            config = openapi.Config(
+                credential=Credentials(), region_id=region, endpoint=f"cs.{region}.aliyuncs.com"
+            )
+        else:
+            sandbox = CredentialsConfig(
+                type="access_key", access_key_id="sandbox", access_key_secret="sandbox"
+            )
+            config = openapi.Config(
+                credential=Credentials(sandbox),
+                region_id=region,
+                endpoint=self._endpoint.removeprefix("http://"),
+                protocol="http",
+            )
+        config.connect_timeout, config.read_timeout = CONNECT_TIMEOUT_MS, READ_TIMEOUT_MS
+        with _sdk_errors():
+            return Client(config)
+
+    def _call(self, cluster: ClusterRef, method: str, *args: Any) -> dict[str, Any]:
+        """One API call; its response body as the API's own JSON (snake_case) dict."""
+        from darabonba.runtime import RuntimeOptions
+
+        client = self._client(cluster)
+        with _sdk_errors():
+            response = getattr(client, method)(*args, {}, RuntimeOptions())
+        return response.body.to_map() if response.body is not None else {}
+
+    def _find(self, cluster: ClusterRef, name: str) -> dict[str, Any]:
+        """The pool named `name`: ACK keys pools by ID, the tool by name."""
+        from alibabacloud_cs20151215 import models as cs
+
+        request = cs.DescribeClusterNodePoolsRequest(nodepool_name=name)
+        body = self._call(cluster, "describe_cluster_node_pools_with_options", cluster.name, request)
+        for pool in body.get("nodepools") or []:
+            if pool["nodepool_info"]["name"] == name:
+                return pool
+        raise NotFound(f"node pool {name} not found in ACK cluster {cluster.name}")
+
+    def _pool(self, cluster: ClusterRef, nodepool_id: str) -> dict[str, Any]:
+        return self._call(
+            cluster, "describe_cluster_node_pool_detail_with_options", cluster.name, nodepool_id
+        )
+
+    def _wait_task(self, cluster: ClusterRef, task_id: str | None, what: str) -> None:
+        if not task_id:
+            return  # no task returned: the pool's own state is waited on next
+
+        def finished() -> dict[str, Any] | None:
+            task = self._call(cluster, "describe_task_info_with_options", task_id)
+            return task if task.get("state") not in (None, "running") else None
+
+        task = wait_until(finished, self._operation_timeout, what)
+        if task["state"] in _TASK_FAILED:
+            error = task.get("error") or {}
+            raise OperationFailed(
+                f"{what}: task {task_id} failed: {error.get('message') or error.get('code', '')}"
+            )
+
+    def _wait_settled(self, cluster: ClusterRef, nodepool_id: str, what: str) -> dict[str, Any]:
+        def settled() -> dict[str, Any] | None:
+            pool = self._pool(cluster, nodepool_id)
+            _raise_if_failed(pool, what)
+            return pool if pool["status"]["state"] == "active" else None
+
+        return wait_until(settled, self._operation_timeout, what)
+
+
+def _raise_if_failed(pool: dict[str, Any], what: str) -> None:
+    """A pool that failed ends the wait at once."""
+    if (pool.get("status") or {}).get("state") == "failed":
+        raise OperationFailed(f"{what}: node pool {pool['nodepool_info'].get('nodepool_id')} is failed")
+
+
+def _labels(desired: PoolState) -> list[Any]:
+    from alibabacloud_cs20151215 import models as cs
+
+    labels = {**desired.label_map, OWNER_LABEL_KEY: OWNER_LABEL_VALUE}
+    return [cs.Tag(key=key, value=value) for key, value in sorted(labels.items())]
+
+
+def _taints(desired: PoolState) -> list[Any]:
+    from alibabacloud_cs20151215 import models as cs
+
+    return [cs.Taint(key=t.key, value=t.value, effect=t.effect) for t in desired.taints]
+
+
+def _scaling_type(desired: PoolState) -> str:
+    """auto_scaling.type, fixed at creation: gpu for GPU instance types (SDK AutoScaling.type)."""
+    return "gpu" if desired.gpus_per_node else "cpu"
+
+
+def _create_request(cluster: ClusterRef, desired: PoolState) -> Any:
+    from alibabacloud_cs20151215 import models as cs
+
+    request = cs.CreateClusterNodePoolRequest(
+        nodepool_info=cs.CreateClusterNodePoolRequestNodepoolInfo(
+            name=desired.name, type="edge" if desired.edge else "ess"
+        ),
+        kubernetes_config=cs.CreateClusterNodePoolRequestKubernetesConfig(
+            labels=_labels(desired), taints=_taints(desired), runtime="containerd"
+        ),
+    )
+    if desired.edge:  # the user's machines join an edge pool: no instance types, no sizes
+        return request
+    scaling = desired.scaling
+    request.scaling_group = cs.CreateClusterNodePoolRequestScalingGroup(
+        instance_types=[desired.instance_type],
+        vswitch_ids=list(cluster.extras.get("vswitches", ())),
+        desired_size=None if scaling.autoscaling else scaling.min,
+        system_disk_category="cloud_essd",
+        system_disk_size=desired.disk_size_gb,
+        spot_strategy="SpotAsPriceGo" if desired.spot else "NoSpot",
+        instance_charge_type="PostPaid",
+        tags=[cs.CreateClusterNodePoolRequestScalingGroupTags(key=OWNER_TAG_KEY, value=OWNER_TAG_VALUE)],
+    )
+    request.auto_scaling = cs.CreateClusterNodePoolRequestAutoScaling(
+        enable=scaling.autoscaling,
+        min_instances=scaling.min if scaling.autoscaling else None,
+        max_instances=scaling.max if scaling.autoscaling else None,
+        type=_scaling_type(desired),
+    )
+    return request
+
+
+def _modify_request(current: PoolState, desired: PoolState) -> Any:
+    """The complete labels and taints (the SDK always sends both lists), and the ECS fields that
+    changed; nothing of scaling for edge pools."""
+    from alibabacloud_cs20151215 import models as cs
+
+    request = cs.ModifyClusterNodePoolRequest(
+        kubernetes_config=cs.ModifyClusterNodePoolRequestKubernetesConfig(
+            labels=_labels(desired), taints=_taints(desired)
+        ),
+        update_nodes=True,  # existing nodes get the new labels and taints too
+    )
+    if desired.edge:
+        return request
+    group: dict[str, Any] = {}
+    if current.instance_type != desired.instance_type:
+        group["instance_types"] = [desired.instance_type]
+    if current.spot != desired.spot:
+        group["spot_strategy"] = "SpotAsPriceGo" if desired.spot else "NoSpot"
+    if desired.disk_size_gb is not None and current.disk_size_gb != desired.disk_size_gb:
+        group["system_disk_size"] = desired.disk_size_gb
+    scaling = desired.scaling
+    if current.scaling != scaling:
+        if scaling.autoscaling:
+            request.auto_scaling = cs.ModifyClusterNodePoolRequestAutoScaling(
+                enable=True, min_instances=scaling.min, max_instances=scaling.max
+            )
+        else:
+            if current.scaling.autoscaling:
+                request.auto_scaling = cs.ModifyClusterNodePoolRequestAutoScaling(enable=False)
+            group["desired_size"] = scaling.min
+    if group:
+        # The SDK sends scaling_group.tags as [] when unset: give the tag, so none is lost.
+        tags = [cs.Tag(key=OWNER_TAG_KEY, value=OWNER_TAG_VALUE)]
+        request.scaling_group = cs.ModifyClusterNodePoolRequestScalingGroup(tags=tags, **group)
+    return request
+
+
+def _gpus_per_node(edge: bool, instance_type: str, labels: dict[str, str]) -> int:
+    """An ECS pool's from the tool's hardware data; an edge pool's from the tool's own count label."""
+    if edge:
+        try:
+            return int(labels.get(EDGE_GPU_COUNT_LABEL, "0"))
+        except ValueError:
+            return 0
+    machine = hardware.load().instance_type("ack", instance_type)
+    return (machine.gpus or 0) if machine is not None else 0
+
+
+def _observed(pool: dict[str, Any]) -> PoolState:
+    info = pool.get("nodepool_info") or {}
+    group = pool.get("scaling_group") or {}
+    config = pool.get("kubernetes_config") or {}
+    auto = pool.get("auto_scaling") or {}
+    status = pool.get("status") or {}
+    edge = info.get("type") == "edge"
+    labels = {label["key"]: label.get("value") or "" for label in config.get("labels") or []}
+    owned = labels.pop(OWNER_LABEL_KEY, None) == OWNER_LABEL_VALUE
+    instance_type = "" if edge else (group.get("instance_types") or [""])[0]
+    if edge:
+        scaling = Scaling.fixed(0)  # the tool neither scales nor counts an edge pool's nodes
+    elif auto.get("enable"):
+        scaling = Scaling(auto.get("min_instances") or 0, auto.get("max_instances") or 0, autoscaling=True)
+    else:
+        scaling = Scaling.fixed(group.get("desired_size") or 0)
+    return PoolState(
+        name=info.get("name", ""),
+        instance_type=instance_type,
+        gpus_per_node=_gpus_per_node(edge, instance_type, labels),
+        mig_setting=None,
+        sharing=None,  # ACK shares GPUs through the ack.node.gpu.schedule label, kept in labels
+        spot=not edge and group.get("spot_strategy") in SPOT_STRATEGIES,
+        disk_size_gb=None if edge else group.get("system_disk_size"),
+        scaling=scaling,
+        labels=tuple(labels.items()),
+        taints=tuple(
+            Taint(t["key"], t.get("value") or "", t.get("effect") or "NoSchedule")  # type: ignore[arg-type]
+            for t in config.get("taints") or []
+        ),
+        owned=owned,
+        edge=edge,
+        status=_STATUS.get(status.get("state", ""), "changing"),
+        nodes=status.get("total_nodes"),
+        cloud_id=info.get("nodepool_id"),
+    )
+
+
+@contextlib.contextmanager
+def _sdk_errors() -> Iterator[None]:
+    from alibabacloud_credentials.exceptions import CredentialException
+    from alibabacloud_tea_openapi.exceptions import AlibabaCloudException, ThrottlingException
+    from darabonba.exceptions import DaraException, UnretryableException, ValidateException
+
+    try:
+        yield
+    except CredentialException as exc:  # its message names the providers tried, never a secret
+        raise AuthenticationFailed(f"Alibaba Cloud credentials: {exc}") from None
+    except ThrottlingException as exc:
+        retry_after = exc.retry_after / 1000 if exc.retry_after else None  # the SDK's milliseconds
+        raise cloud_error(
+            exc.status_code or 429, exc.code or "", _message(exc), _CODES, retry_after
+        ) from None
+    except AlibabaCloudException as exc:
+        raise cloud_error(exc.status_code, exc.code or "", _message(exc), _CODES) from None
+    except UnretryableException as exc:  # no answer at all: refused, reset, timed out
+        raise Unavailable(f"ACK API unreachable: {type(exc.inner_exception).__name__}") from None
+    except ValidateException as exc:  # the SDK's own check of a request model
+        raise InvalidRequest(str(exc)) from None
+    except DaraException as exc:
+        raise CloudError(f"ACK: {exc.code}: {exc.message}") from None
+
+
+def _message(exc: Any) -> str:
+    """`code: message`, where the SDK's message reads "code: <status>, <message> request id: <id>"."""
+    return f"{exc.code}: {exc.message}" if exc.code else str(exc.message)

@@ -1,0 +1,31 @@
+"""The ACK emulator, split as moto splits a service: `models` holds the state and rules (one
+AckBackend per account and region), `exceptions` one class per ACK error code, `responses` the
+ROA JSON wire format and `urls` the routes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from provisioner.sandbox.engine import Engine
+
+if TYPE_CHECKING:
+    from provisioner.drivers import ClusterRef
+    from provisioner.sandbox.ack.models import AckBackend, AckBackends
+
+
+class AckEmulator:
+    def __init__(self, engine: Engine, latency: float = 0.0):
+        from provisioner.sandbox.ack import responses
+        from provisioner.sandbox.ack.models import AckBackends
+
+        self.backends: AckBackends = AckBackends(engine)
+        self.app: Any = responses.app(self.backends, latency)
+
+    def backend(self, account: str, region: str) -> AckBackend:
+        return self.backends[(account, region)]
+
+    def add_cluster(self, cluster: ClusterRef, url: str) -> None:
+        """The cluster (location = region, name = cluster ID) with its unowned default node pool."""
+        backend = self.backend(cluster.account, cluster.location)
+        backend.add_cluster(cluster.name)
+        backend.seed_system_pool(cluster.name)
