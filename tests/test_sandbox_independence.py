@@ -68,13 +68,13 @@ if TYPE_CHECKING:
 else:
     from provisioner.pools import PoolState
 def later():
-    from provisioner.sharing import compile_file
+    from provisioner.compile import compile_file
 """
     assert tool_imports(source) == [
         "provisioner.hardware",
         "provisioner.fleet",
         "provisioner.pools.PoolState",
-        "provisioner.sharing.compile_file",
+        "provisioner.compile.compile_file",
     ]
 
 

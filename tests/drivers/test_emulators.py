@@ -9,9 +9,9 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
+from provisioner.compile import compile_file
 from provisioner.errors import FleetError
 from provisioner.sandbox.server import Sandbox
-from provisioner.sharing import compile_file
 
 GKE_CLUSTER = "/v1/projects/contract-project/locations/us-central1/clusters/contract-gke"
 AKS_CLUSTER = (
