@@ -20,7 +20,7 @@ from werkzeug.wrappers import Request, Response
 from provisioner.sandbox.ack import exceptions as err
 from provisioner.sandbox.ack.models import AckBackends, AutoScaling, NodePool, Task
 from provisioner.sandbox.ack.urls import ACTIONS, ROUTES
-from provisioner.sandbox.wire import ApiError, EmulatorApp, json_response, request_json
+from provisioner.sandbox.wire import ApiError, EmulatorApp, WireErrors, json_response, request_json
 
 API_VERSION = "2015-12-15"
 SIGNATURE_PREFIX = "ACS3-HMAC-SHA256 Credential="  # the SDK's default signature (tea-openapi do_request)
@@ -37,10 +37,16 @@ def app(backends: AckBackends, latency: float = 0.0) -> EmulatorApp:
             for rule in ROUTES.iter_rules()
         },
         render_error=render_error,
-        faults={
-            429: err.ThrottlingUser("Request was denied due to user flow control."),
-            503: err.ServiceUnavailable("The request has failed due to a temporary failure of the server."),
-        },
+        errors=WireErrors(
+            malformed=err.InvalidRequestContent,
+            no_route=lambda what: err.NotFound(f"Specified api is not found: {what}."),
+            faults={
+                429: lambda: err.ThrottlingUser("Request was denied due to user flow control."),
+                503: lambda: err.ServiceUnavailable(
+                    "The request has failed due to a temporary failure of the server."
+                ),
+            },
+        ),
         latency=latency,
     )
 
