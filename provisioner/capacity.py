@@ -13,9 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from provisioner import hardware
-from provisioner.hardware import Gpu, MigProfile
-from provisioner.nvidia import read_mig, read_sharing
+from provisioner.hardware import CloudProfile, Gpu, MigProfile
+from provisioner.nvidia import read_isolation, read_mig, read_sharing
 from provisioner.pools import PoolState
+
+# What a slice isolates from the other slices of its GPU, weakest first (placement compares them):
+# time-slicing nothing, MPS compute (each client's share of the SMs), a memory scheduler what its
+# label says, a MIG instance or a whole GPU everything (the hardware partitions it).
+ISOLATION_LEVELS = ("none", "memory", "compute", "hardware")
+SHARING_ISOLATION = {"time-slicing": "none", "mps": "compute", "exclusive": "hardware"}
 
 
 @dataclass(frozen=True)
@@ -23,28 +29,54 @@ class Capacity:
     gpu_model: str | None  # None: not a GPU instance type the hardware data knows
     gpus_per_node: int
     mig_profile: str | None
-    sharing: str  # exclusive | time-slicing | mps
-    replicas: int | None  # None exactly when exclusive
-    slices_per_node: int
+    sharing: str  # exclusive | time-slicing | mps | memory
+    replicas: int | None  # clients per GPU (or MIG instance); None when exclusive or memory-shared
+    slices_per_node: int  # in slice_unit
     memory_per_slice_gb: float | None
+    isolation: str = "hardware"  # one of ISOLATION_LEVELS
+    slice_unit: str = "slice"  # slice, or GiB where a scheduler shares GPU memory
 
 
 def capacity(cloud: str, state: PoolState) -> Capacity:
     profile = hardware.load().clouds[cloud]
-    machine = hardware.load().instance_type(cloud, state.instance_type)
-    if machine is None:
+    gpu = _gpu_of(profile, state)
+    if gpu is None:
         return Capacity(None, state.gpus_per_node, None, "exclusive", None, 0, None)
-    mig = read_mig(profile, machine.gpu, state)
     sharing, replicas = read_sharing(profile, state)
+    if sharing == "memory":
+        assert profile.scheduler is not None
+        return Capacity(
+            gpu_model=gpu.name,
+            gpus_per_node=state.gpus_per_node,
+            mig_profile=None,
+            sharing=sharing,
+            replicas=None,
+            slices_per_node=state.gpus_per_node * profile.scheduler.gib_per_gpu.get(gpu.key, 0),
+            memory_per_slice_gb=round(2**30 / 10**9, 2),  # a slice is one GiB
+            isolation=read_isolation(profile, state) or "none",
+            slice_unit="GiB",
+        )
+    mig = read_mig(profile, gpu, state)
     return Capacity(
-        gpu_model=machine.gpu.name,
+        gpu_model=gpu.name,
         gpus_per_node=state.gpus_per_node,
         mig_profile=mig.name if mig else None,
         sharing=sharing,
         replicas=replicas,
         slices_per_node=state.gpus_per_node * slices_per_gpu(mig, replicas),
-        memory_per_slice_gb=memory_per_slice_gb(machine.gpu, mig, replicas),
+        memory_per_slice_gb=memory_per_slice_gb(gpu, mig, replicas),
+        isolation=SHARING_ISOLATION[sharing],
     )
+
+
+def _gpu_of(profile: CloudProfile, state: PoolState) -> Gpu | None:
+    """The pool's GPU: its instance type's, or for an edge pool the model its label names."""
+    machine = hardware.load().instance_type(profile.key, state.instance_type)
+    if machine is not None:
+        return machine.gpu
+    if state.edge and profile.edge_labels is not None:
+        return hardware.load().gpus.get(state.label_map.get(profile.edge_labels["model"], ""))
+    return None
 
 
 def slices_per_gpu(mig: MigProfile | None, replicas: int | None) -> int:

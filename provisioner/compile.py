@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner import hardware
-from provisioner.capacity import memory_per_slice_gb, slices_per_gpu
+from provisioner.capacity import SHARING_ISOLATION, memory_per_slice_gb, slices_per_gpu
 from provisioner.drivers import Target
 from provisioner.errors import FleetError
 from provisioner.fleet import Cluster, Fleet, Pool, Sharing, parse
 from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
 from provisioner.nvidia import DevicePluginConfig, marks
-from provisioner.pools import NativeSharing, PoolState, Taint
+from provisioner.pools import NativeSharing, PoolState, Scaling, Taint
 from provisioner.rules import PoolProblems, check_pool
 from provisioner.source import Diagnostic
 
@@ -29,7 +29,8 @@ from provisioner.source import Diagnostic
 class NodeSetup:
     """Everything a pool's nodes need for their GPUs to be shared as the fleet file says."""
 
-    instance_type: InstanceType
+    instance_type: InstanceType | None  # None: an edge pool of the user's own machines
+    gpu: Gpu
     gpus_per_node: int
     mig: MigProfile | None
     mig_setting: str | None  # the cloud's MIG pool field value (MIG1g, 1g.5gb), where it has one
@@ -40,13 +41,17 @@ class NodeSetup:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     resource: str  # what pods request
+    isolation: str  # what a slice isolates (capacity.ISOLATION_LEVELS)
+    gib_per_gpu: int | None = None  # where a scheduler shares memory: the GiB it advertises per GPU
 
     @property
-    def gpu(self) -> Gpu:
-        return self.instance_type.gpu
+    def slice_unit(self) -> str:
+        return "GiB" if self.gib_per_gpu is not None else "slice"
 
     @property
     def slices_per_gpu(self) -> int:
+        if self.gib_per_gpu is not None:
+            return self.gib_per_gpu
         return slices_per_gpu(self.mig, self.replicas)
 
     @property
@@ -55,6 +60,8 @@ class NodeSetup:
 
     @property
     def memory_per_slice_gb(self) -> float:
+        if self.gib_per_gpu is not None:
+            return round(2**30 / 10**9, 2)  # a slice is one GiB
         return memory_per_slice_gb(self.gpu, self.mig, self.replicas)
 
 
@@ -62,6 +69,7 @@ class NodeSetup:
 class CompiledPool:
     pool: Pool
     setup: NodeSetup
+    edge_pools: bool = False  # its cloud has edge pools, so every pool there is edge or not
 
 
 @dataclass(frozen=True)
@@ -102,15 +110,17 @@ def desired_state(compiled: CompiledPool) -> PoolState:
     pool, setup = compiled.pool, compiled.setup
     return PoolState(
         name=pool.name,
-        instance_type=pool.instance_type,
+        instance_type=pool.instance_type or "",  # an edge pool has none
         gpus_per_node=setup.gpus_per_node,
         mig_setting=setup.mig_setting,
         sharing=setup.native_sharing,
         spot=pool.spot,
         disk_size_gb=pool.disk_size_gb,
-        scaling=pool.nodes.scaling,
+        # An edge pool's machines join it themselves: nothing for the cloud to scale.
+        scaling=pool.nodes.scaling if pool.nodes is not None else Scaling.fixed(0),
         labels=tuple(setup.labels.items()),
         taints=setup.taints,
+        edge=pool.edge if compiled.edge_pools else None,
     )
 
 
@@ -135,7 +145,7 @@ def compile_fleet(fleet: Fleet) -> CompiledFleet:
         pools = []
         for pool in cluster.pools:
             try:
-                pools.append(CompiledPool(pool, compile_pool(cloud, pool)))
+                pools.append(CompiledPool(pool, compile_pool(cloud, pool), cloud.edge_pools))
             except PoolProblems as exc:
                 problems += [fleet.source.diagnostic(pool._loc + loc, msg) for loc, msg in exc.problems]
         clusters.append(CompiledCluster(cluster, cloud, tuple(pools)))
@@ -148,10 +158,32 @@ def compile_pool(cloud: CloudProfile, pool: Pool) -> NodeSetup:
     """The NodeSetup for `pool` on `cloud`; PoolProblems lists every rule it breaks."""
     checked = check_pool(cloud, pool)
     spec = pool.gpu
-    replicas = spec.replicas if spec.sharing != "exclusive" else None
-    marked = marks(cloud, checked.mig, spec.sharing, replicas)
+    replicas = spec.replicas
+    marked = marks(
+        cloud, checked.mig, spec.sharing, replicas, isolation=spec.isolation, placement=spec.placement
+    )
+    labels = checked.labels | marked.labels
+    if pool.edge and cloud.edge_labels is not None:  # no instance type names an edge pool's GPUs
+        labels |= {
+            cloud.edge_labels["model"]: checked.gpu.key,
+            cloud.edge_labels["count"]: str(checked.gpus_per_node),
+        }
+    limit = cloud.limits.max_labels
+    if limit is not None and len(labels) > limit:
+        derived = len(labels) - len(checked.labels)
+        raise PoolProblems(
+            [
+                (
+                    ("labels",),
+                    f"{len(labels)} labels ({derived} set by provisioner); "
+                    f"{cloud.title} allows at most {limit}",
+                )
+            ]
+        )
+    scheduler = cloud.scheduler if spec.sharing == "memory" else None
     return NodeSetup(
         instance_type=checked.instance_type,
+        gpu=checked.gpu,
         gpus_per_node=checked.gpus_per_node,
         mig=checked.mig,
         mig_setting=marked.mig_setting,
@@ -159,7 +191,10 @@ def compile_pool(cloud: CloudProfile, pool: Pool) -> NodeSetup:
         replicas=replicas,
         native_sharing=marked.native_sharing,
         device_plugin=marked.device_plugin,
-        labels=checked.labels | marked.labels,
+        labels=labels,
         taints=checked.taints,
         resource=marked.resource,
+        # A MIG instance or a whole GPU is isolated by the hardware; sharing isolates what it does.
+        isolation=spec.isolation or SHARING_ISOLATION.get(spec.sharing, "none"),
+        gib_per_gpu=scheduler.gib_per_gpu[checked.gpu.key] if scheduler is not None else None,
     )

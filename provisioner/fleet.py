@@ -11,7 +11,7 @@ import difflib
 import re
 import types
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -33,7 +33,9 @@ from provisioner.errors import FleetError
 from provisioner.pools import TAINT_EFFECTS, Scaling, Taint
 from provisioner.source import Diagnostic, Loc, SourceDocument, cut, shown
 
-Sharing = Literal["exclusive", "time-slicing", "mps"]
+Sharing = Literal["exclusive", "time-slicing", "mps", "memory"]
+# What memory-based sharing enforces between the pods on one GPU (ACK: share, cgpu, core_mem).
+Isolation = Literal["none", "memory", "compute"]
 
 
 def _matching(regex: str, what: str) -> Any:
@@ -144,27 +146,51 @@ class GpuSpec(Spec):
         None, description="with time-slicing or mps: clients per GPU (or per MIG instance)"
     )
     count: int | None = Field(
-        None, description="GPUs per node, only where the instance type lets the pool choose"
+        None, description="GPUs per node, where the pool chooses it (GKE N1 machines, edge pools)"
+    )
+    model: str | None = Field(
+        None,
+        description="the GPU model of an edge pool's machines, e.g. T4 (cloud pools: the instance type's)",
+    )
+    isolation: Isolation | None = Field(
+        None, description="with sharing: memory, what the sharing enforces: none, memory or compute"
+    )
+    placement: Literal["binpack", "spread"] | None = Field(
+        None, description="with sharing: memory, how pods are spread over a node's GPUs"
     )
 
     @model_validator(mode="after")
-    def _replicas_with_sharing(self) -> GpuSpec:
-        if self.sharing == "exclusive" and self.replicas is not None:
+    def _settings_that_go_together(self) -> GpuSpec:
+        counted = self.sharing in ("time-slicing", "mps")
+        if not counted and self.replicas is not None:
             raise PydanticCustomError(
-                "replicas", "replicas applies only with sharing: time-slicing or mps (sharing is exclusive)"
+                "replicas",
+                "replicas applies only with sharing: time-slicing or mps (sharing is {sharing})",
+                {"sharing": self.sharing},
             )
-        if self.sharing != "exclusive" and self.replicas is None:
+        if counted and self.replicas is None:
             raise PydanticCustomError(
                 "replicas", "sharing: {sharing} needs replicas (clients per GPU)", {"sharing": self.sharing}
             )
+        if self.sharing == "memory" and self.isolation is None:
+            raise PydanticCustomError(
+                "isolation", "sharing: memory needs isolation: none, memory or compute (what is enforced)"
+            )
+        if self.sharing != "memory" and (self.isolation or self.placement):
+            raise PydanticCustomError("isolation", "isolation and placement apply only with sharing: memory")
         return self
 
 
 class Pool(Spec):
+    """A node pool. Cloud pools need instanceType and nodes; an edge pool (edge: true) has neither:
+    its nodes are the user's own machines, so the GPU is named by gpu.model and gpu.count (the
+    compiler checks which a pool needs, and which clouds have edge pools)."""
+
     name: NonEmpty
-    instance_type: NonEmpty
+    instance_type: NonEmpty | None = None
     gpu: GpuSpec = GpuSpec()
-    nodes: Nodes
+    nodes: Nodes | None = None
+    edge: bool = False
     spot: bool = False
     disk_size_gb: int | None = Field(None, ge=1)
     labels: dict[LabelKey, LabelValue] = {}
@@ -177,15 +203,16 @@ class _ClusterSpec(Spec):
     """A cluster entry; `ref` is how drivers are told which cluster it is."""
 
     name: ClusterName
-    cluster: NonEmpty
     pools: list[Pool] = []
 
     _loc: Loc = PrivateAttr(())
-    _complete: bool = PrivateAttr(True)
+    _complete: bool = PrivateAttr(True)  # False: its own fields are invalid (see _valid_parts)
+    # The field that names the cluster in its cloud (ACK names it by ID).
+    identity_field: ClassVar[str] = "cluster"
 
     @property
     def ref(self) -> ClusterRef:
-        raise NotImplementedError  # False: its own fields are invalid (see _valid_parts)
+        raise NotImplementedError
 
 
 class AksCluster(_ClusterSpec):
@@ -247,7 +274,28 @@ class EksCluster(_ClusterSpec):
         return ClusterRef("eks", account, self.region, self.cluster, extras)
 
 
-Cluster = Annotated[Union[AksCluster, GkeCluster, EksCluster], Field(discriminator="cloud")]  # noqa: UP007
+class AckCluster(_ClusterSpec):
+    cloud: Literal["ack"]
+    # /clusters/{ClusterId}/nodepools: the CS API takes the cluster's ID, c + 32 hex digits as
+    # the console and DescribeClustersV1 show it (CS API 2015-12-15 examples).
+    cluster_id: _matching(r"c[0-9a-f]{32}", "an ACK cluster ID (c and 32 hexadecimal digits)")
+    region: _matching(r"[a-z]{2}(-[a-z]+)+(-\d+)?", "an Alibaba Cloud region ID, e.g. cn-hangzhou")
+    # Cloud (ECS) node pools need at least one; edge pools take none (CreateClusterNodePool:
+    # scaling_group.vswitch_ids, 1 to 8).
+    vswitches: list[_matching(r"vsw-[0-9a-z]{1,64}", "a vSwitch ID (vsw-...)")] = []
+
+    identity_field: ClassVar[str] = "cluster_id"
+
+    @property
+    def ref(self) -> ClusterRef:
+        # The fleet does not name the Alibaba Cloud account: the credentials choose it.
+        return ClusterRef("ack", "", self.region, self.cluster_id, {"vswitches": tuple(self.vswitches)})
+
+
+Cluster = Annotated[
+    Union[AksCluster, GkeCluster, EksCluster, AckCluster],  # noqa: UP007
+    Field(discriminator="cloud"),
+]
 # The cluster model of each cloud tag, read off the Cluster union so a new cloud is added once.
 _CLUSTER_MODELS: dict[str, type[_ClusterSpec]] = {
     get_args(model.model_fields["cloud"].annotation)[0]: model for model in get_args(get_args(Cluster)[0])
@@ -377,8 +425,8 @@ def _duplicates(data: Any, fleet: Fleet) -> list[tuple[Loc, str]]:
         if first is not cluster:
             problems.append(
                 (
-                    (*cluster._loc, "cluster"),
-                    f"{cluster.cluster!r} is the same cluster as clusters[{first.name}]; "
+                    (*cluster._loc, to_camel(cluster.identity_field)),
+                    f"{cluster.ref.name!r} is the same cluster as clusters[{first.name}]; "
                     "two entries would fight over its pools",
                 )
             )

@@ -4,7 +4,8 @@ Where a cloud does not partition or share GPUs itself, NVIDIA's GPU Operator doe
 node labels: mig-parted's `nvidia.com/mig.config=all-<profile>` and the device plugin's
 `nvidia.com/device-plugin.config=<key>`, whose key must name a config in the ConfigMap `render`
 prints. Where the cloud does it itself (AKS gpuInstanceProfile, GKE gpu_partition_size and
-gpu_sharing_config), a pool field carries it, spelled as hardware/clouds.yaml says.
+gpu_sharing_config), a pool field carries it, spelled as hardware/clouds.yaml says; where the
+cloud's own scheduler shares GPU memory (ACK cGPU), its node-pool label does, also as data.
 
 The compiler writes these marks (`marks`); `capacity` reads them back from a pool as the cloud
 holds it (`read_mig`, `read_sharing`), also for pools no fleet file describes. Writer and readers
@@ -83,19 +84,38 @@ class Marks:
     native_sharing: NativeSharing | None = None  # the cloud's sharing pool field
     device_plugin: DevicePluginConfig | None = None  # the ConfigMap config the label selects
     labels: dict[str, str] = field(default_factory=dict)  # the NVIDIA labels, in this order
+    memory_resource: str | None = None  # what pods request where a scheduler shares GPU memory
 
     @property
     def resource(self) -> str:
-        """What pods request: the device plugin renames the GPUs it shares."""
+        """What pods request: the device plugin renames the GPUs it shares; a memory scheduler
+        (ACK cGPU) takes GiB under its own name."""
+        if self.memory_resource is not None:
+            return self.memory_resource
         return SHARED_GPU_RESOURCE if self.device_plugin else GPU_RESOURCE
 
 
-def marks(cloud: CloudProfile, mig: MigProfile | None, sharing: Sharing, replicas: int | None) -> Marks:
+def marks(
+    cloud: CloudProfile,
+    mig: MigProfile | None,
+    sharing: Sharing,
+    replicas: int | None,
+    *,
+    isolation: str | None = None,
+    placement: str | None = None,
+) -> Marks:
     """How `cloud` is told to partition every GPU into `mig` and share it as `sharing`.
 
     Inverse: `read_mig` and `read_sharing`."""
     native = device_plugin = mig_setting = None
     labels: dict[str, str] = {}
+    if cloud.scheduler is not None:  # the cloud's own scheduler: its label says, exclusive included
+        scheduler = cloud.scheduler
+        shared = sharing == "memory"
+        labels[scheduler.label] = scheduler.isolation[isolation or "none"] if shared else scheduler.exclusive
+        if shared and placement is not None:
+            labels[scheduler.placement_label] = placement
+        return Marks(labels=labels, memory_resource=scheduler.resource if shared else None)
     if sharing != "exclusive" and cloud.sharing_via == "pool-field":
         native = NativeSharing(cloud.sharing_modes[sharing].strategy or sharing, replicas or 0)
     elif sharing != "exclusive":
@@ -126,9 +146,20 @@ def read_mig(cloud: CloudProfile, gpu: Gpu, state: PoolState) -> MigProfile | No
     return gpu.mig.get(state.mig_setting)
 
 
+def read_isolation(cloud: CloudProfile, state: PoolState) -> str | None:
+    """With a memory scheduler, the isolation level its label names, as `marks` wrote it; None
+    where GPUs are whole (or the label holds a value this tool does not write)."""
+    if cloud.scheduler is None:
+        return None
+    return cloud.scheduler.mode_of(state.label_map.get(cloud.scheduler.label, ""))
+
+
 def read_sharing(cloud: CloudProfile, state: PoolState) -> tuple[Sharing, int | None]:
     """How `state`'s GPUs are shared and with how many clients each, as `marks` wrote it;
-    ("exclusive", None) where they are not, or by a config this tool does not write."""
+    ("exclusive", None) where they are not, or by a config this tool does not write. Memory
+    sharing has no client count: ("memory", None)."""
+    if cloud.scheduler is not None:
+        return ("memory", None) if read_isolation(cloud, state) is not None else ("exclusive", None)
     if cloud.sharing_via == "pool-field":
         if state.sharing is None:
             return "exclusive", None

@@ -13,14 +13,15 @@ from dataclasses import dataclass
 
 from provisioner import hardware
 from provisioner.fleet import Pool
-from provisioner.hardware import CloudProfile, InstanceType, MigProfile
+from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
 from provisioner.nvidia import TOOL_LABELS
-from provisioner.pools import GPU_TAINT, Taint
+from provisioner.pools import GPU_TAINT, OWNER_LABEL_KEY, Taint
 from provisioner.source import Loc, cut, shown
 
 _WHY_NOT_ON_MIG = {
     "device-plugin": "the NVIDIA device plugin does not run MPS on MIG devices",
     "pool-field": "the cloud does not share MIG partitions this way",
+    "node-label": "the cloud's scheduler shares whole GPUs by memory, not MIG partitions",
 }
 
 
@@ -36,7 +37,8 @@ class PoolProblems(Exception):
 class CheckedPool:
     """A pool that keeps its cloud's rules, with what the checks found out about it."""
 
-    instance_type: InstanceType
+    instance_type: InstanceType | None  # None: an edge pool, whose machines are the user's
+    gpu: Gpu
     gpus_per_node: int
     mig: MigProfile | None
     labels: dict[str, str]  # the user's
@@ -50,20 +52,29 @@ def check_pool(cloud: CloudProfile, pool: Pool) -> CheckedPool:
         problems.add(
             ("name",), f"{shown(pool.name)} is not a valid {cloud.title} pool name: {cloud.pool_name_rule}"
         )
-    labels = _labels(pool, problems)
+    labels = _labels(cloud, pool, problems)
     taints = _taints(pool, problems)
     _check_limits(cloud, pool, taints, problems)
+    _check_kind(cloud, pool, problems)
 
-    instance_type = hardware.load().instance_type(cloud.key, pool.instance_type)
-    if instance_type is None:
-        problems.add(("instanceType",), _unknown_instance_type(cloud, pool.instance_type))
-        raise PoolProblems(problems)
-    gpus_per_node = _gpus_per_node(instance_type, pool, problems)
-    mig = _mig_profile(cloud, instance_type, pool, problems)
-    _check_replicas(cloud, pool, mig, problems)
+    if pool.edge:
+        found = _edge_gpu(pool, problems)
+        if found is None:
+            raise PoolProblems(problems)
+        instance_type, (gpu, gpus_per_node) = None, found
+    else:
+        if pool.instance_type is None:
+            raise PoolProblems(problems)  # _check_kind said so
+        instance_type = hardware.load().instance_type(cloud.key, pool.instance_type)
+        if instance_type is None:
+            problems.add(("instanceType",), _unknown_instance_type(cloud, pool.instance_type))
+            raise PoolProblems(problems)
+        gpu, gpus_per_node = instance_type.gpu, _gpus_per_node(instance_type, pool, problems)
+    mig = _mig_profile(cloud, gpu, instance_type, pool, problems)
+    _check_sharing(cloud, pool, gpu, mig, problems)
     if problems:
         raise PoolProblems(problems)
-    return CheckedPool(instance_type, gpus_per_node, mig, labels, taints)
+    return CheckedPool(instance_type, gpu, gpus_per_node, mig, labels, taints)
 
 
 class _Problems(list[tuple[Loc, str]]):
@@ -71,12 +82,19 @@ class _Problems(list[tuple[Loc, str]]):
         self.append((loc, message))
 
 
-def _labels(pool: Pool, problems: _Problems) -> dict[str, str]:
+def _labels(cloud: CloudProfile, pool: Pool, problems: _Problems) -> dict[str, str]:
+    derived = dict(TOOL_LABELS)
+    if cloud.scheduler is not None:
+        derived |= {cloud.scheduler.label: "gpu.sharing", cloud.scheduler.placement_label: "gpu.placement"}
+    if cloud.edge_labels is not None:
+        derived |= {cloud.edge_labels["model"]: "gpu.model", cloud.edge_labels["count"]: "gpu.count"}
     for key in pool.labels:
-        if key in TOOL_LABELS:
+        if key in derived:
             problems.add(
-                ("labels", key), f"{key} is set by provisioner from {TOOL_LABELS[key]}; remove it from labels"
+                ("labels", key), f"{key} is set by provisioner from {derived[key]}; remove it from labels"
             )
+        elif key == OWNER_LABEL_KEY:
+            problems.add(("labels", key), f"{key} marks the pools provisioner owns; remove it from labels")
     return dict(pool.labels)
 
 
@@ -98,7 +116,8 @@ def _check_limits(cloud: CloudProfile, pool: Pool, taints: tuple[Taint, ...], pr
     """What the cloud's API would refuse in this pool (clouds.yaml `limits`), refused here first."""
     limits, title = cloud.limits, cloud.title
     nodes = pool.nodes
-    for field, value in (("count", nodes.count), ("max", nodes.max)):
+    bounds = (("count", nodes.count), ("max", nodes.max)) if nodes is not None else ()
+    for field, value in bounds:
         if value is not None and value > limits.max_nodes:
             problems.add(
                 ("nodes", field),
@@ -140,6 +159,51 @@ def _check_limits(cloud: CloudProfile, pool: Pool, taints: tuple[Taint, ...], pr
         )
 
 
+def _check_kind(cloud: CloudProfile, pool: Pool, problems: _Problems) -> None:
+    """A cloud pool needs an instance type and nodes; an edge pool, the user's own machines, has
+    neither, nor anything else the cloud would provision for it."""
+    if pool.edge and not cloud.edge_pools:
+        problems.add(("edge",), f"{cloud.title} has no edge pools of your own machines; remove edge")
+        return
+    if not pool.edge:
+        either = " (or edge: true for a pool of your own machines)" if cloud.edge_pools else ""
+        if pool.instance_type is None:
+            problems.add(("instanceType",), f"is required{either}")
+        if pool.nodes is None:
+            problems.add(("nodes",), "is required")
+        if pool.gpu.model is not None:
+            problems.add(("gpu", "model"), "the instance type names the GPU; gpu.model is for edge pools")
+        return
+    why = "an edge pool's nodes are your own machines, which join it themselves"
+    for present, loc, what in (
+        (pool.instance_type is not None, ("instanceType",), "name their GPU with gpu.model and gpu.count"),
+        (pool.nodes is not None, ("nodes",), "the tool neither scales nor counts them"),
+        (pool.spot, ("spot",), "they are not the cloud's instances"),
+        (pool.disk_size_gb is not None, ("diskSizeGb",), "they are not the cloud's instances"),
+    ):
+        if present:
+            problems.add(loc, f"{why}: {what}; remove {loc[-1]}")
+
+
+def _edge_gpu(pool: Pool, problems: _Problems) -> tuple[Gpu, int] | None:
+    """The GPU an edge pool's machines carry, and how many each: gpu.model and gpu.count."""
+    model, count = pool.gpu.model, pool.gpu.count
+    if model is None or count is None:
+        problems.add(("gpu",), "an edge pool names its machines' GPUs: set gpu.model (e.g. T4) and gpu.count")
+        return None
+    hw = hardware.load()
+    named = hw.gpus_named(model)
+    if len(named) != 1:
+        known = ", ".join(g.key for g in named) if named else ", ".join(hw.gpus)
+        what = "names several GPUs" if named else "is not a GPU model the data knows"
+        problems.add(("gpu", "model"), f"{shown(model)} {what}; write one of: {known}")
+        return None
+    if count < 1:
+        problems.add(("gpu", "count"), f"{shown(count)} GPUs: an edge machine with GPUs has at least 1")
+        return None
+    return named[0], count
+
+
 def _unknown_instance_type(cloud: CloudProfile, name: str) -> str:
     hw = hardware.load()
     message = f"{shown(name)} is not a known {cloud.title} GPU instance type"
@@ -171,15 +235,19 @@ def _gpus_per_node(instance_type: InstanceType, pool: Pool, problems: _Problems)
 
 
 def _mig_profile(
-    cloud: CloudProfile, instance_type: InstanceType, pool: Pool, problems: _Problems
+    cloud: CloudProfile, gpu: Gpu, instance_type: InstanceType | None, pool: Pool, problems: _Problems
 ) -> MigProfile | None:
-    wanted, gpu = pool.gpu.mig, instance_type.gpu
+    wanted = pool.gpu.mig
     if wanted is None:
         return None
+    if cloud.mig_via == "none":
+        problems.add(("gpu", "mig"), f"MIG is not offered on {cloud.title}: {cloud.mig_refusal}")
+        return None
     if not gpu.mig_capable:
+        machines = f" of {instance_type.name}" if instance_type is not None else ""
         problems.add(
             ("gpu", "mig"),
-            f"the {gpu.name} of {instance_type.name} does not support MIG; remove gpu.mig "
+            f"the {gpu.name}{machines} does not support MIG; remove gpu.mig "
             "or choose an instance type with A100, A30, H100, H200 or B200 GPUs",
         )
         return None
@@ -194,14 +262,25 @@ def _mig_profile(
     return profile
 
 
-def _check_replicas(cloud: CloudProfile, pool: Pool, mig: MigProfile | None, problems: _Problems) -> None:
+def _check_sharing(
+    cloud: CloudProfile, pool: Pool, gpu: Gpu, mig: MigProfile | None, problems: _Problems
+) -> None:
     sharing, replicas = pool.gpu.sharing, pool.gpu.replicas
-    if sharing == "exclusive" or replicas is None:
+    if sharing == "exclusive":
+        return
+    if sharing in cloud.refused_sharing:
+        problems.add(
+            ("gpu", "sharing"), f"{cloud.title} does not offer {sharing}: {cloud.refused_sharing[sharing]}"
+        )
         return
     mode = cloud.sharing_modes.get(sharing)
     if mode is None:
         offered = ", ".join(cloud.sharing_modes)
         problems.add(("gpu", "sharing"), f"{cloud.title} does not offer {sharing}; it offers {offered}")
+        return
+    if cloud.scheduler is not None:
+        _check_memory_sharing(cloud, pool, gpu, problems)
+    if replicas is None:
         return
     if replicas < mode.min_replicas:
         problems.add(
@@ -216,4 +295,21 @@ def _check_replicas(cloud: CloudProfile, pool: Pool, mig: MigProfile | None, pro
             ("gpu", "sharing"),
             f"{sharing} on MIG partitions is not supported on {cloud.title}: "
             f"{_WHY_NOT_ON_MIG[cloud.sharing_via]}; use time-slicing, or drop gpu.mig",
+        )
+
+
+def _check_memory_sharing(cloud: CloudProfile, pool: Pool, gpu: Gpu, problems: _Problems) -> None:
+    scheduler, isolation = cloud.scheduler, pool.gpu.isolation
+    assert scheduler is not None
+    if pool.edge and isolation not in scheduler.edge_isolation:
+        problems.add(
+            ("gpu", "isolation"),
+            f"{cloud.title} edge pools share GPUs by scheduling only and isolate no {isolation}; "
+            f"use isolation: {', '.join(sorted(scheduler.edge_isolation))} (or a cloud pool to isolate)",
+        )
+    if gpu.key not in scheduler.gib_per_gpu:
+        problems.add(
+            ("gpu", "sharing"),
+            f"the GiB {cloud.title} advertises per {gpu.name} for memory sharing is not in the "
+            f"hardware data; it knows: {', '.join(scheduler.gib_per_gpu)}",
         )

@@ -11,6 +11,7 @@ from provisioner.nvidia import (
     DevicePluginConfig,
     default_device_plugin_config,
     marks,
+    read_isolation,
     read_mig,
     read_sharing,
 )
@@ -119,7 +120,8 @@ def _every_mark() -> list[tuple[str, str, str | None, str, int | None]]:
                 cases.append((key, machine.name, mig and mig.name, "exclusive", None))
                 for mode, spec in profile.sharing_modes.items():
                     if mig is None or spec.on_mig:
-                        cases.append((key, machine.name, mig and mig.name, mode, spec.min_replicas + 1))
+                        clients = None if profile.scheduler else spec.min_replicas + 1  # memory: GiB
+                        cases.append((key, machine.name, mig and mig.name, mode, clients))
     return cases
 
 
@@ -129,10 +131,12 @@ def test_reading_back_what_marks_wrote_gives_the_same_mig_and_sharing(
 ):
     profile, device = cloud(cloud_key), gpu(cloud_key, instance_type)
     mig: MigProfile | None = device.mig[mig_name] if mig_name else None
-    written = marks(profile, mig, sharing, replicas)  # type: ignore[arg-type]
+    isolation = "memory" if sharing == "memory" else None
+    written = marks(profile, mig, sharing, replicas, isolation=isolation)  # type: ignore[arg-type]
     state = pool_state(written.mig_setting, written.native_sharing, written.labels)
     assert read_mig(profile, device, state) == mig
     assert read_sharing(profile, state) == (sharing, replicas)
+    assert read_isolation(profile, state) == isolation
 
 
 def test_labels_this_tool_does_not_write_read_as_whole_unshared_gpus():

@@ -227,7 +227,7 @@ CASES = {
         """,
         [
             "11: clusters[azure-ml].pools[t4].diskSizeGB: unknown field; did you mean diskSizeGb? "
-            "allowed: name, instanceType, gpu, nodes, spot, diskSizeGb, labels, taints"
+            "allowed: name, instanceType, gpu, nodes, edge, spot, diskSizeGb, labels, taints"
         ],
     ),
     "sharing mode not known": (
@@ -586,7 +586,7 @@ def test_unknown_cloud_and_duplicate_clusters(fleet_file):
         """)
     assert problems(path) == [
         "7: clusters[ml].name: duplicate cluster name 'ml'; names are unique in a fleet",
-        "8: clusters[ml].cloud: 'azure' is not a supported cloud; one of: aks, gke, eks",
+        "8: clusters[ml].cloud: 'azure' is not a supported cloud; one of: aks, gke, eks, ack",
     ]
 
 
@@ -674,13 +674,14 @@ def test_values_of_the_wrong_shape_are_errors_not_crashes(fleet_file):
               - 7
         """)
     assert problems(path) == [
-        "3: clusters[0].cloud: \"['aks']\" is not a supported cloud; one of: aks, gke, eks",
+        "3: clusters[0].cloud: \"['aks']\" is not a supported cloud; one of: aks, gke, eks, ack",
         "4: clusters[ml].cluster: is required",
         "4: clusters[ml].nodeRole: is required",
         "4: clusters[ml].region: is required",
         "4: clusters[ml].subnets: is required",
         "7: clusters[ml].pools[0].name: must be a valid string",
-        "7: clusters[ml].pools[0].nodes: is required",
+        # nodes is missing too, but whether a pool needs it is a cloud rule (edge pools have
+        # none), checked once the pool's own structure is valid
         "9: clusters[ml].pools[1]: must be a mapping (got 7)",
     ]
 

@@ -77,7 +77,26 @@ class PoolLimits:
     min_label_value_length: int = 0
     max_taint_key_length: int | None = None
     max_taints: int | None = None  # the GPU taint provisioner adds counts too
+    max_labels: int | None = None  # the user's labels on one pool
     reserved_label_prefixes: Mapping[str, str] = field(default_factory=dict)  # prefix -> why
+
+
+@dataclass(frozen=True)
+class MemoryScheduler:
+    """A cloud's own GPU scheduler that shares GPUs by memory, steered by a node-pool label
+    (ACK cGPU: ack.node.gpu.schedule): pods request GiB of GPU memory, not a replica."""
+
+    label: str
+    exclusive: str  # the label value for whole GPUs
+    isolation: Mapping[str, str]  # isolation level -> label value
+    edge_isolation: frozenset[str]  # the levels edge pools support
+    placement_label: str
+    resource: str  # what pods request, in GiB
+    gib_per_gpu: Mapping[str, int]  # GPU key -> GiB the scheduler advertises per GPU
+
+    def mode_of(self, value: str) -> str | None:
+        """The isolation level a label value stands for; None for whole GPUs or a value not written here."""
+        return next((level for level, written in self.isolation.items() if written == value), None)
 
 
 @dataclass(frozen=True)
@@ -86,20 +105,30 @@ class CloudProfile:
     title: str  # "AKS"
     pool_name_pattern: re.Pattern[str]
     pool_name_rule: str
-    mig_via: Literal["pool-field", "operator-label"]
+    mig_via: Literal["pool-field", "operator-label", "none"]
     mig_field: str | None
     mig_values: Mapping[str, int]  # field value -> GI profile ID; empty: the field takes names
     mig_unsupported: Mapping[str, frozenset[str]]  # GPU key -> profiles it has that the cloud cannot set
-    sharing_via: Literal["pool-field", "device-plugin"]
+    sharing_via: Literal["pool-field", "device-plugin", "node-label"]
     sharing_modes: Mapping[str, SharingMode]
+    refused_sharing: Mapping[str, str]  # mode -> why not here and what to use instead
     gpu_operator_values: Mapping[str, Any]
     spot_labels: Mapping[str, str]  # what the cloud writes into a Spot pool's own labels
     spot_taints: tuple[Taint, ...]  # ... and taints
     in_place: frozenset[str]  # PoolState fields the cloud changes on an existing pool
     limits: PoolLimits
+    mig_refusal: str | None = None  # with mig_via none: why, and what to use instead
+    scheduler: MemoryScheduler | None = None  # with sharing_via node-label
+    edge_labels: Mapping[str, str] | None = None  # {model, count} label keys; None: no edge pools
+
+    @property
+    def edge_pools(self) -> bool:
+        return self.edge_labels is not None
 
     def mig_profiles(self, gpu: Gpu) -> list[MigProfile]:
         """The MIG profiles this cloud can partition `gpu` into, smallest first."""
+        if self.mig_via == "none":
+            return []
         unsupported = self.mig_unsupported.get(gpu.key, frozenset())
         settable = set(self.mig_values.values())
         return [
@@ -129,6 +158,13 @@ class Hardware:
 
     def instance_type(self, cloud: str, name: str) -> InstanceType | None:
         return self.instance_types.get(cloud, {}).get(name)
+
+    def gpus_named(self, model: str) -> list[Gpu]:
+        """The GPUs `model` names: a key (T4-16GB) exactly, else every GPU whose key starts with
+        it as a whole word (T4; A100 names two)."""
+        if model in self.gpus:
+            return [self.gpus[model]]
+        return [gpu for key, gpu in self.gpus.items() if key.split("-")[0].lower() == model.lower()]
 
     def similar_instance_types(self, cloud: str, name: str, limit: int = 3) -> list[str]:
         known = list(self.instance_types.get(cloud, {}))
@@ -194,11 +230,27 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         mig_unsupported={gpu: frozenset(names) for gpu, names in row["mig"].get("unsupported", {}).items()},
         sharing_via=row["sharing"]["via"],
         sharing_modes=modes,
+        refused_sharing=row["sharing"].get("refused", {}),
         gpu_operator_values=row.get("gpuOperator", {}),
         spot_labels=row.get("spotAdds", {}).get("labels", {}),
         spot_taints=tuple(_taint(t) for t in row.get("spotAdds", {}).get("taints", [])),
         in_place=frozenset(row["inPlace"]),
         limits=_limits(row["limits"]),
+        mig_refusal=row["mig"].get("refusal"),
+        scheduler=_scheduler(row["sharing"]["scheduler"]) if "scheduler" in row["sharing"] else None,
+        edge_labels=row["edgePools"]["labels"] if "edgePools" in row else None,
+    )
+
+
+def _scheduler(row: Mapping[str, Any]) -> MemoryScheduler:
+    return MemoryScheduler(
+        label=row["label"],
+        exclusive=row["exclusive"],
+        isolation=row["isolation"],
+        edge_isolation=frozenset(row["edgeIsolation"]),
+        placement_label=row["placementLabel"],
+        resource=row["resource"],
+        gib_per_gpu=row["gibPerGpu"],
     )
 
 
@@ -212,6 +264,7 @@ def _limits(row: Mapping[str, Any]) -> PoolLimits:
         min_label_value_length=row.get("labelValue", {}).get("minLength", 0),
         max_taint_key_length=row.get("taintKey", {}).get("maxLength"),
         max_taints=row.get("taints", {}).get("max"),
+        max_labels=row.get("labels", {}).get("max"),
         reserved_label_prefixes=row.get("reservedLabelPrefixes", {}),
     )
 
