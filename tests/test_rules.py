@@ -240,7 +240,7 @@ CASES = {
         """,
         [
             "10: clusters[azure-ml].pools[t4].gpu.sharing: 'vgpu' is not allowed; one of: exclusive, "
-            "time-slicing, mps"
+            "time-slicing, mps, memory"
         ],
     ),
     "sharing without replicas": (
