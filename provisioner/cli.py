@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from provisioner import __version__
+from provisioner.drivers.registry import DRIVERS  # names only: no SDK behind this import
 from provisioner.errors import FleetError, ProvisionerError
 
 if TYPE_CHECKING:
@@ -591,7 +592,7 @@ def catalog() -> None:
 
 @catalog.command("ls")
 @_catalog_option
-@click.option("--cloud", type=click.Choice(["aks", "gke", "eks"]), help="Only this cloud.")
+@click.option("--cloud", type=click.Choice(list(DRIVERS)), help="Only this cloud.")
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the pools as JSON.")
 @_sandbox_option

@@ -57,7 +57,14 @@ def test_sharing_is_spelled_one_way_in_tables_and_plans():
     assert value_json("sharing", NativeSharing("TIME_SHARING", 3)) == "TIME_SHARING x3"
 
 
-def _catalog_row(pool: str, mig: str | None, sharing: str, replicas: int | None) -> dict[str, object]:
+def _catalog_row(
+    pool: str,
+    mig: str | None,
+    sharing: str,
+    replicas: int | None,
+    isolation: str = "hardware",
+    unit: str = "slice",
+) -> dict[str, object]:
     return {
         "cluster": "aws",
         "cloud": "eks",
@@ -71,6 +78,8 @@ def _catalog_row(pool: str, mig: str | None, sharing: str, replicas: int | None)
         "replicas": replicas,
         "slices_per_node": 8,
         "memory_per_slice_gb": 40.0,
+        "isolation": isolation,
+        "slice_unit": unit,
         "min_nodes": 1,
         "max_nodes": 1,
         "current_nodes": None,
@@ -83,6 +92,7 @@ def test_the_catalog_table_joins_mig_and_sharing_or_says_whole_gpus():
         _catalog_row("shared", None, "mps", 4),
         _catalog_row("mig", "1g.5gb", "exclusive", None),
         _catalog_row("whole", None, "exclusive", None),
+        _catalog_row("cgpu", None, "memory", None, "memory", "GiB"),
     ]
     console = Console(record=True, width=200)
     console.print(pools_table(rows))
@@ -91,9 +101,10 @@ def test_the_catalog_table_joins_mig_and_sharing_or_says_whole_gpus():
         for line in console.export_text().splitlines()
         if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 10
     }
-    assert {name: slicing[name] for name in ("both", "shared", "mig", "whole")} == {
+    assert {name: slicing[name] for name in ("both", "shared", "mig", "whole", "cgpu")} == {
         "both": "1g.5gb + time-slicing x3",
         "shared": "mps x4",
         "mig": "1g.5gb",
         "whole": "whole GPUs",
+        "cgpu": "memory, isolating memory",
     }

@@ -22,7 +22,8 @@ A10 = "ecs.gn7i-c8g1.2xlarge"
 # (pools YAML indented as list items, expected problems). Pools start on line 8.
 CASES = {
     "time-slicing": (
-        f"- {{name: ts, instanceType: {A10}, gpu: {{sharing: time-slicing, replicas: 4}}, nodes: {{count: 1}}}}",
+        f"- {{name: ts, instanceType: {A10}, gpu: {{sharing: time-slicing, replicas: 4}}, "
+        "nodes: {count: 1}}",
         [
             "8: clusters[ali-ml].pools[ts].gpu.sharing: ACK does not offer time-slicing: time-slicing "
             "through the NVIDIA device plugin is not ACK's way to share GPUs; use sharing: memory "
@@ -100,9 +101,9 @@ CASES = {
         f"- {{name: l, instanceType: {A10}, nodes: {{count: 1}}, "
         "labels: {ack.node.gpu.schedule: cgpu, provisioner.io/managed-by: me}}",
         [
-            "8: clusters[ali-ml].pools[l].labels[\"ack.node.gpu.schedule\"]: ack.node.gpu.schedule is "
+            '8: clusters[ali-ml].pools[l].labels["ack.node.gpu.schedule"]: ack.node.gpu.schedule is '
             "set by provisioner from gpu.sharing; remove it from labels",
-            "8: clusters[ali-ml].pools[l].labels[\"provisioner.io/managed-by\"]: "
+            '8: clusters[ali-ml].pools[l].labels["provisioner.io/managed-by"]: '
             "provisioner.io/managed-by marks the pools provisioner owns; remove it from labels",
         ],
     ),

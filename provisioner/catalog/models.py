@@ -50,6 +50,13 @@ class PoolRow(Base):
     replicas: Mapped[int | None]
     slices_per_node: Mapped[int] = mapped_column(Integer)
     memory_per_slice_gb: Mapped[float | None] = mapped_column(Float)
+    isolation: Mapped[str] = mapped_column(
+        String(16), server_default="hardware"
+    )  # none|memory|compute|hardware
+    slice_unit: Mapped[str] = mapped_column(
+        String(8), server_default="slice"
+    )  # slice, or GiB (memory sharing)
+    cloud_id: Mapped[str | None] = mapped_column(String(100))  # the cloud's own pool ID (ACK np...)
     min_nodes: Mapped[int]
     max_nodes: Mapped[int]
     current_nodes: Mapped[int | None]

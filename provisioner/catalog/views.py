@@ -22,6 +22,8 @@ def _nodes(pool: dict[str, Any]) -> str:
 
 
 def _sharing(pool: dict[str, Any]) -> str:
+    if pool["slice_unit"] == "GiB":  # a scheduler shares GPU memory: what it isolates is the point
+        return f"memory, isolating {pool['isolation']}"
     parts = [pool["mig"] or "", sharing_text(pool["sharing"], pool["replicas"])]
     return " + ".join(p for p in parts if p) or "whole GPUs"
 
@@ -52,7 +54,7 @@ def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
             p["gpu"] or "-",
             str(p["gpus_per_node"]),
             _sharing(p) if p["gpu"] else "-",
-            str(p["slices_per_node"]),
+            _in_unit(p["slices_per_node"], p["slice_unit"]),
             f"{p['memory_per_slice_gb']:g}" if p["memory_per_slice_gb"] is not None else "-",
             _nodes(p),
         )
@@ -60,34 +62,57 @@ def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
 
 
 def capacity_rows(pools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per GPU pool: GPUs and slices now (where the cloud reports the node count) and at max size."""
+    """Per GPU pool: GPUs and slices now (where the cloud reports the node count) and at max size.
+
+    Slices count in the pool's unit: slices, or GiB where a scheduler shares GPU memory (as
+    `kubectl inspect cgpu` totals it). A pool whose nodes join it themselves (an edge pool) has no
+    maximum of its own: what it has now is its size."""
     rows = []
     for p in pools:
         if not p["gpu"]:
             continue
         now = p["current_nodes"]
+        largest = max(p["max_nodes"], now or 0)
+        gib = p["slice_unit"] == "GiB"
         rows.append(
             {
                 "cluster": p["cluster"],
                 "pool": p["pool"],
                 "gpu": p["gpu"],
-                "slice": f"{p['mig'] or 'GPU'}" + (f" / {p['replicas']}" if p["replicas"] else ""),
+                "slice": "GiB"
+                if gib
+                else f"{p['mig'] or 'GPU'}" + (f" / {p['replicas']}" if p["replicas"] else ""),
+                "slice_unit": p["slice_unit"],
+                "isolation": p["isolation"],
                 "memory_per_slice_gb": p["memory_per_slice_gb"],
                 "slices_per_node": p["slices_per_node"],
                 "gpus_now": None if now is None else now * p["gpus_per_node"],
                 "slices_now": None if now is None else now * p["slices_per_node"],
-                "gpus_max": p["max_nodes"] * p["gpus_per_node"],
-                "slices_max": p["max_nodes"] * p["slices_per_node"],
+                "gpus_max": largest * p["gpus_per_node"],
+                "slices_max": largest * p["slices_per_node"],
             }
         )
     return rows
 
 
+def _slices_total(rows: Sequence[dict[str, Any]]) -> str:
+    """Slices now / at max size, summed per unit: GiB and slices do not add up."""
+    parts = []
+    for unit in ("slice", "GiB"):
+        mine = [r for r in rows if r["slice_unit"] == unit]
+        if mine:
+            now, most = sum(r["slices_now"] or 0 for r in mine), sum(r["slices_max"] for r in mine)
+            parts.append(f"{now} / {most}" + (" GiB" if unit == "GiB" else ""))
+    return "; ".join(parts) or "0 / 0"
+
+
+def _in_unit(slices: int, unit: str) -> str:
+    return f"{slices} GiB" if unit == "GiB" else str(slices)
+
+
 def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
     table = Table(title="Catalog: GPU capacity (now / at max nodes)", title_justify="left", show_footer=True)
-    totals = {
-        key: sum(r[key] or 0 for r in rows) for key in ("gpus_now", "slices_now", "gpus_max", "slices_max")
-    }
+    totals = {key: sum(r[key] or 0 for r in rows) for key in ("gpus_now", "gpus_max")}
     columns = [
         ("cluster", "total", "left"),
         ("pool", "", "left"),
@@ -96,7 +121,7 @@ def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
         ("GB/slice", "", "right"),
         ("slices/node", "", "right"),
         ("GPUs", f"{totals['gpus_now']} / {totals['gpus_max']}", "right"),
-        ("slices", f"{totals['slices_now']} / {totals['slices_max']}", "right"),
+        ("slices", _slices_total(rows), "right"),
     ]
     for header, footer, justify in columns:
         table.add_column(header, footer=footer, justify=justify)  # type: ignore[arg-type]
@@ -107,9 +132,9 @@ def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
             r["gpu"],
             r["slice"],
             f"{r['memory_per_slice_gb']:g}",
-            str(r["slices_per_node"]),
+            _in_unit(r["slices_per_node"], r["slice_unit"]),
             f"{_maybe(r['gpus_now'])} / {r['gpus_max']}",
-            f"{_maybe(r['slices_now'])} / {r['slices_max']}",
+            f"{_maybe(r['slices_now'])} / {r['slices_max']}" + (" GiB" if r["slice_unit"] == "GiB" else ""),
         )
     return table
 

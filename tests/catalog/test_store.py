@@ -25,7 +25,7 @@ from provisioner.compile import compile_file, desired_state
 from provisioner.render import render_cronjob
 from tests.conftest import EXAMPLES
 
-HEAD = "0002"  # the newest migration
+HEAD = "0003"  # the newest migration
 IDENTITY = ClusterIdentity("gcp-ml", "gke", "my-project", "us-central1", "ml-gke")
 
 
