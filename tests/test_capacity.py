@@ -92,7 +92,7 @@ def test_the_catalog_table_joins_mig_and_sharing_or_says_whole_gpus():
         _catalog_row("shared", None, "mps", 4),
         _catalog_row("mig", "1g.5gb", "exclusive", None),
         _catalog_row("whole", None, "exclusive", None),
-        _catalog_row("cgpu", None, "memory", None, "memory", "GiB"),
+        _catalog_row("cgpu", None, "memory", None, isolation="memory", unit="GiB"),
     ]
     console = Console(record=True, width=200)
     console.print(pools_table(rows))
