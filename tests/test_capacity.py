@@ -62,6 +62,7 @@ def _catalog_row(
     mig: str | None,
     sharing: str,
     replicas: int | None,
+    *,
     isolation: str = "hardware",
     unit: str = "slice",
 ) -> dict[str, object]:
