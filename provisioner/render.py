@@ -107,8 +107,12 @@ def gpu_operator_values(compiled: CompiledCluster) -> dict[str, Any]:
 def render_cluster(compiled: CompiledCluster) -> RenderedCluster:
     name = compiled.cluster.name
     if not compiled.uses_gpu_operator:
+        cloud = compiled.cloud
         return RenderedCluster(
-            name, {}, note=f"{compiled.cloud.title} partitions and shares GPUs itself: nothing to install"
+            name,
+            {},
+            note=cloud.gpu_stack_note
+            or f"{cloud.title} partitions and shares GPUs itself: nothing to install",
         )
     env = _environment()
     configs = {DEFAULT_CONFIG_KEY: default_device_plugin_config()}

@@ -33,7 +33,7 @@ def run(*args: str, cwd=ROOT) -> subprocess.CompletedProcess[str]:
 def test_validate_ok():
     result = run("validate", "examples/fleet.yaml", "examples/mig.yaml")
     assert result.returncode == 0, result.stderr
-    assert "examples/fleet.yaml: 3 clusters, 6 pools" in result.stdout
+    assert "examples/fleet.yaml: 4 clusters, 8 pools" in result.stdout
     assert "examples/mig.yaml: 3 clusters, 3 pools" in result.stdout
 
 
@@ -103,7 +103,8 @@ def test_render_one_cluster_to_files(tmp_path):
 def test_render_unknown_cluster():
     result = run("render", "examples/fleet.yaml", "--cluster", "nope")
     assert result.returncode == 1
-    assert "no cluster 'nope' in examples/fleet.yaml; clusters: azure-ml, gcp-ml, aws-ml" in result.stderr
+    known = "azure-ml, gcp-ml, aws-ml, ali-ml"
+    assert f"no cluster 'nope' in examples/fleet.yaml; clusters: {known}" in result.stderr
 
 
 def test_render_refuses_an_invalid_fleet(pool_file):
@@ -202,7 +203,7 @@ def test_a_path_with_brackets_is_printed_as_it_is(tmp_path):
     fleet.write_text((EXAMPLES / "fleet.yaml").read_text(encoding="utf-8"), encoding="utf-8")
     result = run("validate", str(fleet))
     assert result.returncode == 0, result.stderr
-    assert f"✓ {fleet}: 3 clusters, 6 pools" in result.stdout
+    assert f"✓ {fleet}: 4 clusters, 8 pools" in result.stdout
 
 
 def test_a_path_holding_a_closing_tag_neither_crashes_nor_is_eaten(tmp_path):

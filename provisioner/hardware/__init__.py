@@ -120,6 +120,7 @@ class CloudProfile:
     mig_refusal: str | None = None  # with mig_via none: why, and what to use instead
     scheduler: MemoryScheduler | None = None  # with sharing_via node-label
     edge_labels: Mapping[str, str] | None = None  # {model, count} label keys; None: no edge pools
+    gpu_stack_note: str | None = None  # what `render` says of a GPU stack the cloud installs itself
 
     @property
     def edge_pools(self) -> bool:
@@ -239,6 +240,7 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         mig_refusal=row["mig"].get("refusal"),
         scheduler=_scheduler(row["sharing"]["scheduler"]) if "scheduler" in row["sharing"] else None,
         edge_labels=row["edgePools"]["labels"] if "edgePools" in row else None,
+        gpu_stack_note=row.get("gpuStackNote"),
     )
 
 

@@ -27,3 +27,9 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory, contract_fleet: CompiledFl
     )
     yield running
     running.stop()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each driver's contract runs over that class's own pools (DriverContract.kinds)."""
+    if "kind" in metafunc.fixturenames and metafunc.cls is not None:
+        metafunc.parametrize("kind", metafunc.cls.kinds)

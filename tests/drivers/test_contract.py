@@ -23,6 +23,13 @@ class TestEksDriver(DriverContract):
     system_pool = "system"
 
 
+class TestAckDriver(DriverContract):
+    cloud = "ack"
+    cluster_name = "ack-contract"
+    system_pool = "default-nodepool"
+    kinds = ("whole", "cgpu", "coremem", "share")
+
+
 def test_an_aks_label_change_keeps_the_autoscalers_node_count(sandbox, contract_fleet):
     """ARM's PUT replaces the whole pool: the count the autoscaler reached must survive an update."""
     import dataclasses
