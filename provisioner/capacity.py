@@ -90,6 +90,9 @@ def memory_per_slice_gb(gpu: Gpu, mig: MigProfile | None, replicas: int | None) 
     return round(device / (replicas or 1), 2)
 
 
-def sharing_text(mode: str, clients: int | None) -> str:
-    """Sharing as every table and the plan spell it, `time-slicing x4`; "" where GPUs are not shared."""
+def sharing_text(mode: str, clients: int | None, isolation: str | None = None) -> str:
+    """Sharing as every table and the plan spell it, `time-slicing x4`, or for memory sharing
+    `memory (isolating memory)`; "" where GPUs are not shared."""
+    if mode == "memory":
+        return f"memory (isolating {isolation or 'none'})"
     return "" if clients is None else f"{mode} x{clients}"

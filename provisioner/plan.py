@@ -186,7 +186,7 @@ def _all_fields(state: PoolState, removed: bool = False) -> tuple[FieldChange, .
     return tuple(
         FieldChange(name, value if removed else None, None if removed else value)
         for name, value in values
-        if value not in (None, [], {})
+        if value not in (None, "", [], {})  # unset, or not the pool's to have (an edge pool's instance type)
     )
 
 

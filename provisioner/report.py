@@ -71,7 +71,7 @@ def observations_table(observations: Sequence[Observation]) -> Table:
                 escape(pool.instance_type),
                 str(pool.gpus_per_node or ""),
                 escape(read.mig_profile or ""),
-                escape(sharing_text(read.sharing, read.replicas)),
+                escape(sharing_text(read.sharing, read.replicas, read.isolation)),
                 str(value_json("scaling", pool.scaling)),
                 "yes" if pool.spot else "",
                 "yes" if pool.owned else "[dim]no[/]",

@@ -53,6 +53,7 @@ def test_a_pool_on_an_instance_type_the_data_does_not_know_offers_no_slices():
 def test_sharing_is_spelled_one_way_in_tables_and_plans():
     assert sharing_text("time-slicing", 4) == "time-slicing x4"
     assert sharing_text("exclusive", None) == ""
+    assert sharing_text("memory", None, "compute") == "memory (isolating compute)"
     # plan shows the cloud's own field in the cloud's own words, spelled the same way
     assert value_json("sharing", NativeSharing("TIME_SHARING", 3)) == "TIME_SHARING x3"
 
@@ -107,5 +108,5 @@ def test_the_catalog_table_joins_mig_and_sharing_or_says_whole_gpus():
         "shared": "mps x4",
         "mig": "1g.5gb",
         "whole": "whole GPUs",
-        "cgpu": "memory, isolating memory",
+        "cgpu": "memory (isolating memory)",
     }

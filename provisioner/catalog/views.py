@@ -22,9 +22,7 @@ def _nodes(pool: dict[str, Any]) -> str:
 
 
 def _sharing(pool: dict[str, Any]) -> str:
-    if pool["slice_unit"] == "GiB":  # a scheduler shares GPU memory: what it isolates is the point
-        return f"memory, isolating {pool['isolation']}"
-    parts = [pool["mig"] or "", sharing_text(pool["sharing"], pool["replicas"])]
+    parts = [pool["mig"] or "", sharing_text(pool["sharing"], pool["replicas"], pool["isolation"])]
     return " + ".join(p for p in parts if p) or "whole GPUs"
 
 
