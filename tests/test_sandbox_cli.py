@@ -41,13 +41,14 @@ def test_serve_seeds_the_fleet_and_commands_reach_it_through_the_sandbox_option(
             check=True,
         )
         clusters = {c["cluster"]: c for c in json.loads(listed.stdout)}
-        assert sorted(clusters) == ["aws-ml", "azure-ml", "gcp-ml"]
-        for cluster in clusters.values():
-            assert cluster["error"] is None
-            assert [(p["pool"], p["owned"]) for p in cluster["pools"]] in (
-                [("system", False)],
-                [("default-pool", False)],
-            )
+        assert sorted(clusters) == ["ali-ml", "aws-ml", "azure-ml", "gcp-ml"]
+        assert {name: c["error"] for name, c in clusters.items()} == dict.fromkeys(clusters)
+        assert {name: [(p["pool"], p["owned"]) for p in c["pools"]] for name, c in clusters.items()} == {
+            "ali-ml": [("default-nodepool", False)],
+            "aws-ml": [("system", False)],
+            "azure-ml": [("system", False)],
+            "gcp-ml": [("default-pool", False)],
+        }
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=10)
