@@ -44,7 +44,18 @@ def test_the_installed_wheel_renders_what_the_checkout_renders(tmp_path: Path):
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
     python = venv / "bin" / "python"
-    _run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--quiet", wheel, cwd=tmp_path)
+    _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        python,
+        "install",
+        "--no-deps",
+        "--quiet",
+        wheel,
+        cwd=tmp_path,
+    )
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
