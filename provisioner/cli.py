@@ -27,8 +27,25 @@ if TYPE_CHECKING:
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 132)
 
 
+# Old spellings kept for one release, each the command that now does the job. `render cronjob`
+# (before `manifests cronjob`) generated users' CronJobs; `render FLEET` is a fleet file's.
+DEPRECATED: dict[tuple[str, ...], tuple[str, ...]] = {("render", "cronjob"): ("manifests", "cronjob")}
+
+
 class _Group(click.Group):
     """Prints any error of the tool's one tree and exits 1: never a traceback."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        old = tuple(args[:2])
+        new = DEPRECATED.get(old)
+        if new is not None and not Path(args[1]).is_file():  # a fleet file named `cronjob` renders
+            click.echo(
+                f"warning: `provisioner {' '.join(old)}` is deprecated and goes in the next release; "
+                f"use `provisioner {' '.join(new)}`",
+                err=True,
+            )
+            args = [*new, *args[2:]]
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -110,51 +127,17 @@ def validate(fleets: tuple[str, ...], as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("fleet", metavar="FLEET|cronjob")
+@click.argument("fleet")
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option(
     "--out-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Write DIR/<cluster>/<file>.yaml instead of printing one stream.",
 )
-@click.option("--schedule", metavar="CRON", help="cronjob: when the nightly sync runs, e.g. '0 2 * * *'.")
-@click.option(
-    "--image", default="ghcr.io/example/provisioner:latest", show_default=True, help="cronjob: the image."
-)
-@click.option(
-    "--shards", default=1, show_default=True, type=click.IntRange(min=1), help="cronjob: sync pods."
-)
-@click.option("--namespace", default="provisioner", show_default=True, help="cronjob: its namespace.")
-def render(
-    fleet: str,
-    *,
-    cluster_name: str | None,
-    out_dir: Path | None,
-    schedule: str | None,
-    image: str,
-    shards: int,
-    namespace: str,
-) -> None:
-    """Print the Kubernetes YAML each cluster needs: device-plugin ConfigMap, GPU Operator values.
-
-    `render cronjob --schedule CRON` prints instead the CronJob that runs `provisioner sync`
-    nightly (with --shards N, an Indexed Job of N pods, each syncing its share of the fleet).
-    """
+def render(fleet: str, *, cluster_name: str | None, out_dir: Path | None) -> None:
+    """Print the Kubernetes YAML each cluster needs: device-plugin ConfigMap, GPU Operator values."""
     from provisioner import render as rendering
     from provisioner.compile import compile_file
-
-    if fleet == "cronjob" and not Path(fleet).is_file():
-        if schedule is None:
-            raise click.UsageError("render cronjob needs --schedule, e.g. --schedule '0 2 * * *'")
-        try:
-            manifest = rendering.render_cronjob(
-                schedule=schedule, image=image, namespace=namespace, shards=shards
-            )
-        except rendering.InvalidOption as exc:
-            click.echo(f"error: {exc.option}: {exc}", err=True)
-            sys.exit(1)
-        click.echo(manifest, nl=False)
-        return
 
     compiled = compile_file(fleet)
     if cluster_name is not None and compiled.cluster(cluster_name) is None:
@@ -175,6 +158,35 @@ def render(
             out.print(f"wrote {escape(str(target))}")
         if not cluster.files:
             out.print(escape(f"{cluster.name}: {cluster.note}"))
+
+
+@main.group()
+def manifests() -> None:
+    """Kubernetes manifests for running provisioner itself in a cluster."""
+
+
+@manifests.command()
+@click.option(
+    "--schedule", required=True, metavar="CRON", help="When the nightly sync runs, e.g. '0 2 * * *'."
+)
+@click.option("--image", default="ghcr.io/example/provisioner:latest", show_default=True, help="The image.")
+@click.option(
+    "--shards", default=1, show_default=True, type=click.IntRange(min=1), help="Sync pods, each a share."
+)
+@click.option("--namespace", default="provisioner", show_default=True, help="Its namespace.")
+def cronjob(schedule: str, image: str, shards: int, namespace: str) -> None:
+    """Print the CronJob that runs `provisioner sync` nightly (with --shards N, an Indexed Job of
+    N pods, each syncing its share of the fleet)."""
+    from provisioner import render as rendering
+
+    try:
+        manifest = rendering.render_cronjob(
+            schedule=schedule, image=image, namespace=namespace, shards=shards
+        )
+    except rendering.InvalidOption as exc:
+        click.echo(f"error: {exc.option}: {exc}", err=True)
+        sys.exit(1)
+    click.echo(manifest, nl=False)
 
 
 @main.command()
