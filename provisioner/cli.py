@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -17,9 +16,12 @@ from provisioner import __version__
 from provisioner.errors import FleetError, ProvisionerError
 
 if TYPE_CHECKING:
-    from provisioner.compile import CompiledFleet
+    from provisioner.apply import ApplyResult
+    from provisioner.catalog.store import Store
+    from provisioner.catalog.sync import SyncReport
     from provisioner.observe import Drivers
     from provisioner.plan import Plan
+    from provisioner.report import ProgressReporter
 
 # Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup. What
 # does go through rich has every value from the user or a cloud escaped (rich.markup.escape).
@@ -375,17 +377,6 @@ def _catalog_option(command):
     )(command)
 
 
-@dataclass(frozen=True)
-class _Carry:
-    """What apply and destroy share once the plan is made."""
-
-    sandbox: Path | None
-    lock_timeout: float
-    catalog_url: str | None  # where given, the clusters apply touched are synced into it
-    outage_timeout: float = 180.0
-    lock_url: str | None = None  # PostgreSQL for locks shared across machines
-
-
 @main.command()
 @click.argument("target", metavar="FLEET|PLANFILE")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
@@ -406,9 +397,9 @@ def apply(
     catalog_url: str | None,
 ) -> None:
     """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale)."""
-    from provisioner import planfile
+    from provisioner import planfile, workflow
 
-    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
+    settings = workflow.ApplySettings(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
     try:
         saved = planfile.load(Path(target))
     except (planfile.NotAPlan, OSError):
@@ -416,13 +407,15 @@ def apply(
     except planfile.DamagedPlan as exc:
         click.echo(f"error: {exc}; make it again with `provisioner plan FLEET --out FILE`", err=True)
         sys.exit(1)
+    drivers = _drivers(sandbox)
     if saved is None:
-        _plan_and_carry_out(carry, target, destroy=False, auto_approve=auto_approve)
-        return
-    from provisioner.workflow import replan_saved
-
-    compiled, made = replan_saved(saved, _drivers(sandbox))
-    _carry_out(carry, compiled, made)
+        ok = workflow.plan_and_carry_out(
+            settings, target, drivers, _ConsoleView(), destroy=False, auto_approve=auto_approve
+        )
+    else:
+        compiled, made = workflow.replan_saved(saved, drivers)
+        ok = workflow.carry_out(settings, compiled, made, drivers, _ConsoleView())
+    sys.exit(0 if ok else 1)
 
 
 @main.command()
@@ -445,80 +438,62 @@ def destroy(
     catalog_url: str | None,
 ) -> None:
     """Delete every pool provisioner owns in the fleet's clusters (others are never touched)."""
-    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
-    _plan_and_carry_out(carry, fleet, destroy=True, auto_approve=auto_approve)
+    from provisioner import workflow
+
+    settings = workflow.ApplySettings(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
+    ok = workflow.plan_and_carry_out(
+        settings, fleet, _drivers(sandbox), _ConsoleView(), destroy=True, auto_approve=auto_approve
+    )
+    sys.exit(0 if ok else 1)
 
 
-def _plan_and_carry_out(carry: _Carry, fleet: str, destroy: bool, auto_approve: bool) -> None:
-    from provisioner import report
-    from provisioner.workflow import make_plan, read_fleet
+class _ConsoleView:
+    """workflow.ApplyView on the terminal: the plan and progress on stdout, errors on stderr."""
 
-    compiled, _ = read_fleet(fleet)
-
-    def waiting(running: list[str]) -> None:
+    def waiting(self, running: list[str]) -> None:
         names = escape(", ".join(running))
         out.print(f"[dim]waiting for operations still running: {names}[/]", highlight=False)
 
-    made = make_plan(compiled, _drivers(carry.sandbox), destroy=destroy, settle=True, on_wait=waiting)
-    out.print(report.plan_text(made), end="")
-    for error in made.errors:
-        click.echo(f"error: {error}", err=True)
-    if not made.changes:
-        sys.exit(1 if made.errors else 0)
-    if not auto_approve:
+    def show_plan(self, plan: Plan) -> None:
+        from provisioner import report
+
+        out.print(report.plan_text(plan), end="")
+
+    def show_errors(self, errors: list[str]) -> None:
+        for error in errors:
+            click.echo(f"error: {error}", err=True)
+
+    def approve(self, destroy: bool) -> bool:
         verb = "destroy these pools" if destroy else "apply these changes"
         answer = click.prompt(
             f"Do you want to {verb}? Only 'yes' will be accepted", default="", show_default=False
         )
         if answer != "yes":
             click.echo("Cancelled: nothing was changed.", err=True)
-            sys.exit(1)
-    _carry_out(carry, compiled, made)
-    if made.errors:
-        sys.exit(1)
+        return answer == "yes"
 
+    def progress(self) -> ProgressReporter:
+        from provisioner.report import ProgressReporter
 
-def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
-    from provisioner import report
-    from provisioner.apply import Applier
-    from provisioner.locks import cluster_locks
+        return ProgressReporter(out)
 
-    # Opened (and migrated) before any cloud is changed: a catalog that cannot be used refuses the apply.
-    store = _store(carry.sandbox, carry.catalog_url) if carry.catalog_url else None
-    if not made.changes:
-        out.print(report.plan_text(made), end="")
-        return
-    drivers = _drivers(carry.sandbox)
-    with report.ProgressReporter(out) as reporter:
-        locks = cluster_locks(carry.sandbox, carry.catalog_url, carry.lock_url)
-        applier = Applier(
-            drivers, locks, carry.lock_timeout, reporter=reporter, outage_window=carry.outage_timeout
-        )
-        result = applier.run(made)
-    out.print(report.apply_summary(result), end="")
-    if store is not None:
-        from provisioner.catalog.sync import sync as sync_clusters
+    def applied(self, result: ApplyResult) -> None:
+        from provisioner import report
 
-        touched = {o.cluster for o in result.outcomes}
-        changed = [c for c in compiled.clusters if c.name in touched]
-        recorded = sync_clusters(changed, drivers, store)
-        out.print(f"Catalog: recorded {_count(len(recorded.written), 'changed cluster')}.")
-        for name, error in recorded.failed.items():
+        out.print(report.apply_summary(result), end="")
+
+    def recorded(self, report: SyncReport) -> None:
+        out.print(f"Catalog: recorded {_count(len(report.written), 'changed cluster')}.")
+        for name, error in report.failed.items():
             click.echo(
                 f"error: catalog: {name} not recorded: {error}; `provisioner sync` records it", err=True
             )
-        if recorded.failed:
-            sys.exit(1)
-    if not result.ok:
-        sys.exit(1)
 
 
-def _store(sandbox: Path | None, catalog_url: str | None):
-    from provisioner.catalog.store import Store, default_url
+def _store(sandbox: Path | None, catalog_url: str | None) -> Store:
+    from provisioner.workflow import open_catalog
 
-    store = Store(catalog_url or default_url(sandbox))
-    store.migrate()
-    return store
+    return open_catalog(sandbox, catalog_url)
 
 
 def _shard(value: str | None) -> tuple[int, int] | None:
