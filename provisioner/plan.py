@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.actions import ACTIONS, CREATE, DELETE, REPLACE, UPDATE, Action
-from provisioner.capacity import sharing_text
 from provisioner.compile import CompiledCluster, desired_state
 from provisioner.drivers import Target
 from provisioner.observe import Observation
-from provisioner.pools import POOL_FIELDS, PoolState, Scaling
+from provisioner.pooljson import state_json, value_json
+from provisioner.pools import POOL_FIELDS, PoolState
 
 
 @dataclass(frozen=True)
@@ -188,22 +188,3 @@ def _all_fields(state: PoolState, removed: bool = False) -> tuple[FieldChange, .
         for name, value in values
         if value not in (None, [], {})
     )
-
-
-def value_json(name: str, value: Any) -> Any:
-    """A PoolState field as plain JSON, in the spelling plan output shows."""
-    if isinstance(value, Scaling):
-        return f"{value.min}-{value.max}" if value.autoscaling else value.min
-    if name == "labels":
-        return dict(value)
-    if name == "taints":
-        return [str(t) for t in value]
-    if name == "sharing" and value is not None:
-        return sharing_text(value.strategy, value.clients_per_gpu)  # in the cloud's own words
-    return value
-
-
-def state_json(state: PoolState) -> dict[str, Any]:
-    return {"name": state.name, "owned": state.owned} | {
-        name: value_json(name, getattr(state, name)) for name in POOL_FIELDS
-    }

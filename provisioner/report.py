@@ -17,31 +17,8 @@ from provisioner.apply import ApplyResult, Outcome
 from provisioner.capacity import capacity, sharing_text
 from provisioner.errors import CloudError
 from provisioner.observe import Observation
-from provisioner.plan import Change, Plan, value_json
-from provisioner.pools import PoolState
-
-
-def pool_json(cloud: str, pool: PoolState) -> dict[str, Any]:
-    # MIG and sharing as capacity() reads them, whether the cloud holds them in a pool field or a
-    # node label: the same reading `catalog` shows.
-    read = capacity(cloud, pool)
-    return {
-        "pool": pool.name,
-        "instance_type": pool.instance_type,
-        "gpu_model": read.gpu_model,
-        "gpus_per_node": pool.gpus_per_node,
-        "mig_setting": pool.mig_setting,
-        "mig_profile": read.mig_profile,
-        "sharing": {"mode": read.sharing, "replicas": read.replicas} if read.replicas else None,
-        "spot": pool.spot,
-        "disk_size_gb": pool.disk_size_gb,
-        "min_nodes": pool.scaling.min,
-        "max_nodes": pool.scaling.max,
-        "autoscaling": pool.scaling.autoscaling,
-        "labels": pool.label_map,
-        "taints": [str(t) for t in pool.taints],
-        "owned": pool.owned,
-    }
+from provisioner.plan import Change, Plan
+from provisioner.pooljson import observed_json, value_json
 
 
 def observations_json(observations: Sequence[Observation]) -> list[dict[str, Any]]:
@@ -50,7 +27,7 @@ def observations_json(observations: Sequence[Observation]) -> list[dict[str, Any
             "cluster": o.target.name,
             "cloud": o.target.cloud,
             "error": str(o.error) if o.error else None,
-            "pools": [pool_json(o.target.cloud, p) for p in o.pools],
+            "pools": [observed_json(p, capacity(o.target.cloud, p)) for p in o.pools],
         }
         for o in observations
     ]
