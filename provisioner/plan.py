@@ -91,16 +91,35 @@ class Plan:
 
     @property
     def errors(self) -> list[str]:
-        return [f"{c.target.name}: {c.error}" for c in self.clusters if c.error] + [
-            f"{c.target.name}: {conflict}" for c in self.clusters for conflict in c.conflicts
-        ]
+        return self.json()["errors"]
+
+    def view(self) -> dict[str, Any]:
+        """The plan as plain data, cluster by cluster: `plan --json` and the text plan are both
+        made from it (as Terraform's views are), so they cannot tell two stories."""
+        return {
+            "clusters": [
+                {
+                    "cluster": c.target.name,
+                    "cloud": c.target.cloud,
+                    "error": c.error,
+                    "in_progress": list(c.in_progress),
+                    "conflicts": [str(conflict) for conflict in c.conflicts],
+                    "changes": [change.json() for change in c.changes],
+                }
+                for c in self.clusters
+            ],
+            "summary": self.summary,
+        }
 
     def json(self) -> dict[str, Any]:
+        view = self.view()
+        clusters = view["clusters"]
         return {
-            "changes": [change.json() for change in self.changes],
-            "summary": self.summary,
-            "in_progress": [f"{c.target.name}/{pool}" for c in self.clusters for pool in c.in_progress],
-            "errors": self.errors,
+            "changes": [change for c in clusters for change in c["changes"]],
+            "summary": view["summary"],
+            "in_progress": [f"{c['cluster']}/{pool}" for c in clusters for pool in c["in_progress"]],
+            "errors": [f"{c['cluster']}: {c['error']}" for c in clusters if c["error"]]
+            + [f"{c['cluster']}: {conflict}" for c in clusters for conflict in c["conflicts"]],
         }
 
 

@@ -57,24 +57,27 @@ def observations_table(observations: Sequence[Observation]) -> Table:
 
 
 def plan_text(plan: Plan) -> Text:
-    """A plan as Terraform users read one: per cluster, per pool, each field before -> after."""
+    """A plan as Terraform users read one: per cluster, per pool, each field before -> after. Made
+    from Plan.view(), the data `plan --json` prints, so the two never disagree."""
+    view = plan.view()
     lines = Text()
-    for cluster in plan.clusters:
-        if not (cluster.changes or cluster.in_progress or cluster.conflicts or cluster.error):
+    for cluster in view["clusters"]:
+        if not (cluster["changes"] or cluster["in_progress"] or cluster["conflicts"] or cluster["error"]):
             continue
-        lines.append(cluster.target.name, style="bold").append(f" ({cluster.target.cloud})\n")
-        if cluster.error:
-            lines.append(f"  could not observe: {cluster.error}\n", style="red")
-        for pool in cluster.in_progress:
+        lines.append(cluster["cluster"], style="bold").append(f" ({cluster['cloud']})\n")
+        if cluster["error"]:
+            lines.append(f"  could not observe: {cluster['error']}\n", style="red")
+        for pool in cluster["in_progress"]:
             lines.append(f"  … {pool}: an operation is still running; apply waits for it\n", style="dim")
-        for conflict in cluster.conflicts:
+        for conflict in cluster["conflicts"]:
             lines.append(f"  ! {conflict}\n", style="red")
-        for change in cluster.changes:
+        for change in cluster["changes"]:
             _change_lines(lines, change)
-    unobserved = [c.target.name for c in plan.clusters if c.error]
-    observed = len(plan.clusters) - len(unobserved)
-    if plan.changes:
-        counts = ", ".join(f"{n} to {action}" for action, n in plan.summary.items())
+    unobserved = [c["cluster"] for c in view["clusters"] if c["error"]]
+    observed = len(view["clusters"]) - len(unobserved)
+    summary = view["summary"]
+    if any(summary.values()):
+        counts = ", ".join(f"{n} to {action}" for action, n in summary.items())
         lines.append(f"Plan: {counts}.\n", style="bold")
     elif not unobserved:
         lines.append("No changes. The clusters match the fleet.\n", style="green")
@@ -95,20 +98,24 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _change_lines(lines: Text, change: Change) -> None:
-    action = change.action
-    lines.append(f"  {action.sigil} ", style=action.style).append(change.pool, style="bold")
+_ACTION_NAMED = {action.name: action for action in ACTIONS}
+
+
+def _change_lines(lines: Text, change: dict[str, Any]) -> None:
+    """One change as Change.json() spells it: the pool, what happens to it, and its fields."""
+    action = _ACTION_NAMED[change["action"]]
+    lines.append(f"  {action.sigil} ", style=action.style).append(change["pool"], style="bold")
     lines.append(f" {action.phrase}")
-    lines.append(f" ({change.reason})\n" if change.reason else "\n")
-    for f in change.fields:
-        lines.append(f"      {f.field}: ")
+    lines.append(f" ({change['reason']})\n" if change.get("reason") else "\n")
+    for f in change["fields"]:
+        lines.append(f"      {f['field']}: ")
         if action.shows == "after":
-            lines.append(_show(f.after))
+            lines.append(_show(f["after"]))
         elif action.shows == "before":
-            lines.append(_show(f.before), style="red")
+            lines.append(_show(f["before"]), style="red")
         else:
-            lines.append(_show(f.before)).append(" -> ").append(_show(f.after))
-        if f.forces_replacement:
+            lines.append(_show(f["before"])).append(" -> ").append(_show(f["after"]))
+        if f["forces_replacement"]:
             lines.append("  # forces replacement", style="magenta")
         lines.append("\n")
 
