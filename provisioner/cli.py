@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -18,9 +17,12 @@ from provisioner.drivers.registry import DRIVERS  # names only: no SDK behind th
 from provisioner.errors import FleetError, ProvisionerError
 
 if TYPE_CHECKING:
-    from provisioner.compile import CompiledFleet
+    from provisioner.apply import ApplyResult
+    from provisioner.catalog.store import Store
+    from provisioner.catalog.sync import SyncReport
     from provisioner.observe import Drivers
     from provisioner.plan import Plan
+    from provisioner.report import ProgressReporter
 
 # Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup. What
 # does go through rich has every value from the user or a cloud escaped (rich.markup.escape).
@@ -28,8 +30,25 @@ if TYPE_CHECKING:
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 132)
 
 
+# Old spellings kept for one release, each the command that now does the job. `render cronjob`
+# (before `manifests cronjob`) generated users' CronJobs; `render FLEET` is a fleet file's.
+DEPRECATED: dict[tuple[str, ...], tuple[str, ...]] = {("render", "cronjob"): ("manifests", "cronjob")}
+
+
 class _Group(click.Group):
     """Prints any error of the tool's one tree and exits 1: never a traceback."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        old = tuple(args[:2])
+        new = DEPRECATED.get(old)
+        if new is not None and not Path(args[1]).is_file():  # a fleet file named `cronjob` renders
+            click.echo(
+                f"warning: `provisioner {' '.join(old)}` is deprecated and goes in the next release; "
+                f"use `provisioner {' '.join(new)}`",
+                err=True,
+            )
+            args = [*new, *args[2:]]
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -111,51 +130,17 @@ def validate(fleets: tuple[str, ...], as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("fleet", metavar="FLEET|cronjob")
+@click.argument("fleet")
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option(
     "--out-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Write DIR/<cluster>/<file>.yaml instead of printing one stream.",
 )
-@click.option("--schedule", metavar="CRON", help="cronjob: when the nightly sync runs, e.g. '0 2 * * *'.")
-@click.option(
-    "--image", default="ghcr.io/example/provisioner:latest", show_default=True, help="cronjob: the image."
-)
-@click.option(
-    "--shards", default=1, show_default=True, type=click.IntRange(min=1), help="cronjob: sync pods."
-)
-@click.option("--namespace", default="provisioner", show_default=True, help="cronjob: its namespace.")
-def render(
-    fleet: str,
-    *,
-    cluster_name: str | None,
-    out_dir: Path | None,
-    schedule: str | None,
-    image: str,
-    shards: int,
-    namespace: str,
-) -> None:
-    """Print the Kubernetes YAML each cluster needs: device-plugin ConfigMap, GPU Operator values.
-
-    `render cronjob --schedule CRON` prints instead the CronJob that runs `provisioner sync`
-    nightly (with --shards N, an Indexed Job of N pods, each syncing its share of the fleet).
-    """
+def render(fleet: str, *, cluster_name: str | None, out_dir: Path | None) -> None:
+    """Print the Kubernetes YAML each cluster needs: device-plugin ConfigMap, GPU Operator values."""
     from provisioner import render as rendering
     from provisioner.compile import compile_file
-
-    if fleet == "cronjob" and not Path(fleet).is_file():
-        if schedule is None:
-            raise click.UsageError("render cronjob needs --schedule, e.g. --schedule '0 2 * * *'")
-        try:
-            manifest = rendering.render_cronjob(
-                schedule=schedule, image=image, namespace=namespace, shards=shards
-            )
-        except rendering.InvalidOption as exc:
-            click.echo(f"error: {exc.option}: {exc}", err=True)
-            sys.exit(1)
-        click.echo(manifest, nl=False)
-        return
 
     compiled = compile_file(fleet)
     if cluster_name is not None and compiled.cluster(cluster_name) is None:
@@ -176,6 +161,35 @@ def render(
             out.print(f"wrote {escape(str(target))}")
         if not cluster.files:
             out.print(escape(f"{cluster.name}: {cluster.note}"))
+
+
+@main.group()
+def manifests() -> None:
+    """Kubernetes manifests for running provisioner itself in a cluster."""
+
+
+@manifests.command()
+@click.option(
+    "--schedule", required=True, metavar="CRON", help="When the nightly sync runs, e.g. '0 2 * * *'."
+)
+@click.option("--image", default="ghcr.io/example/provisioner:latest", show_default=True, help="The image.")
+@click.option(
+    "--shards", default=1, show_default=True, type=click.IntRange(min=1), help="Sync pods, each a share."
+)
+@click.option("--namespace", default="provisioner", show_default=True, help="Its namespace.")
+def cronjob(schedule: str, image: str, shards: int, namespace: str) -> None:
+    """Print the CronJob that runs `provisioner sync` nightly (with --shards N, an Indexed Job of
+    N pods, each syncing its share of the fleet)."""
+    from provisioner import render as rendering
+
+    try:
+        manifest = rendering.render_cronjob(
+            schedule=schedule, image=image, namespace=namespace, shards=shards
+        )
+    except rendering.InvalidOption as exc:
+        click.echo(f"error: {exc.option}: {exc}", err=True)
+        sys.exit(1)
+    click.echo(manifest, nl=False)
 
 
 @main.command()
@@ -364,17 +378,6 @@ def _catalog_option(command):
     )(command)
 
 
-@dataclass(frozen=True)
-class _Carry:
-    """What apply and destroy share once the plan is made."""
-
-    sandbox: Path | None
-    lock_timeout: float
-    catalog_url: str | None  # where given, the clusters apply touched are synced into it
-    outage_timeout: float = 180.0
-    lock_url: str | None = None  # PostgreSQL for locks shared across machines
-
-
 @main.command()
 @click.argument("target", metavar="FLEET|PLANFILE")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
@@ -395,9 +398,9 @@ def apply(
     catalog_url: str | None,
 ) -> None:
     """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale)."""
-    from provisioner import planfile
+    from provisioner import planfile, workflow
 
-    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
+    settings = workflow.ApplySettings(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
     try:
         saved = planfile.load(Path(target))
     except (planfile.NotAPlan, OSError):
@@ -405,13 +408,15 @@ def apply(
     except planfile.DamagedPlan as exc:
         click.echo(f"error: {exc}; make it again with `provisioner plan FLEET --out FILE`", err=True)
         sys.exit(1)
+    drivers = _drivers(sandbox)
     if saved is None:
-        _plan_and_carry_out(carry, target, destroy=False, auto_approve=auto_approve)
-        return
-    from provisioner.workflow import replan_saved
-
-    compiled, made = replan_saved(saved, _drivers(sandbox))
-    _carry_out(carry, compiled, made)
+        ok = workflow.plan_and_carry_out(
+            settings, target, drivers, _ConsoleView(), destroy=False, auto_approve=auto_approve
+        )
+    else:
+        compiled, made = workflow.replan_saved(saved, drivers)
+        ok = workflow.carry_out(settings, compiled, made, drivers, _ConsoleView())
+    sys.exit(0 if ok else 1)
 
 
 @main.command()
@@ -434,80 +439,62 @@ def destroy(
     catalog_url: str | None,
 ) -> None:
     """Delete every pool provisioner owns in the fleet's clusters (others are never touched)."""
-    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
-    _plan_and_carry_out(carry, fleet, destroy=True, auto_approve=auto_approve)
+    from provisioner import workflow
+
+    settings = workflow.ApplySettings(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
+    ok = workflow.plan_and_carry_out(
+        settings, fleet, _drivers(sandbox), _ConsoleView(), destroy=True, auto_approve=auto_approve
+    )
+    sys.exit(0 if ok else 1)
 
 
-def _plan_and_carry_out(carry: _Carry, fleet: str, destroy: bool, auto_approve: bool) -> None:
-    from provisioner import report
-    from provisioner.workflow import make_plan, read_fleet
+class _ConsoleView:
+    """workflow.ApplyView on the terminal: the plan and progress on stdout, errors on stderr."""
 
-    compiled, _ = read_fleet(fleet)
-
-    def waiting(running: list[str]) -> None:
+    def waiting(self, running: list[str]) -> None:
         names = escape(", ".join(running))
         out.print(f"[dim]waiting for operations still running: {names}[/]", highlight=False)
 
-    made = make_plan(compiled, _drivers(carry.sandbox), destroy=destroy, settle=True, on_wait=waiting)
-    out.print(report.plan_text(made), end="")
-    for error in made.errors:
-        click.echo(f"error: {error}", err=True)
-    if not made.changes:
-        sys.exit(1 if made.errors else 0)
-    if not auto_approve:
+    def show_plan(self, plan: Plan) -> None:
+        from provisioner import report
+
+        out.print(report.plan_text(plan), end="")
+
+    def show_errors(self, errors: list[str]) -> None:
+        for error in errors:
+            click.echo(f"error: {error}", err=True)
+
+    def approve(self, destroy: bool) -> bool:
         verb = "destroy these pools" if destroy else "apply these changes"
         answer = click.prompt(
             f"Do you want to {verb}? Only 'yes' will be accepted", default="", show_default=False
         )
         if answer != "yes":
             click.echo("Cancelled: nothing was changed.", err=True)
-            sys.exit(1)
-    _carry_out(carry, compiled, made)
-    if made.errors:
-        sys.exit(1)
+        return answer == "yes"
 
+    def progress(self) -> ProgressReporter:
+        from provisioner.report import ProgressReporter
 
-def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
-    from provisioner import report
-    from provisioner.apply import Applier
-    from provisioner.locks import cluster_locks
+        return ProgressReporter(out)
 
-    # Opened (and migrated) before any cloud is changed: a catalog that cannot be used refuses the apply.
-    store = _store(carry.sandbox, carry.catalog_url) if carry.catalog_url else None
-    if not made.changes:
-        out.print(report.plan_text(made), end="")
-        return
-    drivers = _drivers(carry.sandbox)
-    with report.ProgressReporter(out) as reporter:
-        locks = cluster_locks(carry.sandbox, carry.catalog_url, carry.lock_url)
-        applier = Applier(
-            drivers, locks, carry.lock_timeout, reporter=reporter, outage_window=carry.outage_timeout
-        )
-        result = applier.run(made)
-    out.print(report.apply_summary(result), end="")
-    if store is not None:
-        from provisioner.catalog.sync import sync as sync_clusters
+    def applied(self, result: ApplyResult) -> None:
+        from provisioner import report
 
-        touched = {o.cluster for o in result.outcomes}
-        changed = [c for c in compiled.clusters if c.name in touched]
-        recorded = sync_clusters(changed, drivers, store)
-        out.print(f"Catalog: recorded {_count(len(recorded.written), 'changed cluster')}.")
-        for name, error in recorded.failed.items():
+        out.print(report.apply_summary(result), end="")
+
+    def recorded(self, report: SyncReport) -> None:
+        out.print(f"Catalog: recorded {_count(len(report.written), 'changed cluster')}.")
+        for name, error in report.failed.items():
             click.echo(
                 f"error: catalog: {name} not recorded: {error}; `provisioner sync` records it", err=True
             )
-        if recorded.failed:
-            sys.exit(1)
-    if not result.ok:
-        sys.exit(1)
 
 
-def _store(sandbox: Path | None, catalog_url: str | None):
-    from provisioner.catalog.store import Store, default_url
+def _store(sandbox: Path | None, catalog_url: str | None) -> Store:
+    from provisioner.workflow import open_catalog
 
-    store = Store(catalog_url or default_url(sandbox))
-    store.migrate()
-    return store
+    return open_catalog(sandbox, catalog_url)
 
 
 def _shard(value: str | None) -> tuple[int, int] | None:

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.actions import ACTIONS, CREATE, DELETE, REPLACE, UPDATE, Action
-from provisioner.capacity import sharing_text
 from provisioner.compile import CompiledCluster, desired_state
 from provisioner.drivers import Target
 from provisioner.observe import Observation
-from provisioner.pools import POOL_FIELDS, PoolState, Scaling
+from provisioner.pooljson import state_json, value_json
+from provisioner.pools import POOL_FIELDS, PoolState
 
 
 @dataclass(frozen=True)
@@ -91,16 +91,35 @@ class Plan:
 
     @property
     def errors(self) -> list[str]:
-        return [f"{c.target.name}: {c.error}" for c in self.clusters if c.error] + [
-            f"{c.target.name}: {conflict}" for c in self.clusters for conflict in c.conflicts
-        ]
+        return self.json()["errors"]
+
+    def view(self) -> dict[str, Any]:
+        """The plan as plain data, cluster by cluster: `plan --json` and the text plan are both
+        made from it (as Terraform's views are), so they cannot tell two stories."""
+        return {
+            "clusters": [
+                {
+                    "cluster": c.target.name,
+                    "cloud": c.target.cloud,
+                    "error": c.error,
+                    "in_progress": list(c.in_progress),
+                    "conflicts": [str(conflict) for conflict in c.conflicts],
+                    "changes": [change.json() for change in c.changes],
+                }
+                for c in self.clusters
+            ],
+            "summary": self.summary,
+        }
 
     def json(self) -> dict[str, Any]:
+        view = self.view()
+        clusters = view["clusters"]
         return {
-            "changes": [change.json() for change in self.changes],
-            "summary": self.summary,
-            "in_progress": [f"{c.target.name}/{pool}" for c in self.clusters for pool in c.in_progress],
-            "errors": self.errors,
+            "changes": [change for c in clusters for change in c["changes"]],
+            "summary": view["summary"],
+            "in_progress": [f"{c['cluster']}/{pool}" for c in clusters for pool in c["in_progress"]],
+            "errors": [f"{c['cluster']}: {c['error']}" for c in clusters if c["error"]]
+            + [f"{c['cluster']}: {conflict}" for c in clusters for conflict in c["conflicts"]],
         }
 
 
@@ -188,22 +207,3 @@ def _all_fields(state: PoolState, removed: bool = False) -> tuple[FieldChange, .
         for name, value in values
         if value not in (None, "", [], {})  # unset, or not the pool's to have (an edge pool's instance type)
     )
-
-
-def value_json(name: str, value: Any) -> Any:
-    """A PoolState field as plain JSON, in the spelling plan output shows."""
-    if isinstance(value, Scaling):
-        return f"{value.min}-{value.max}" if value.autoscaling else value.min
-    if name == "labels":
-        return dict(value)
-    if name == "taints":
-        return [str(t) for t in value]
-    if name == "sharing" and value is not None:
-        return sharing_text(value.strategy, value.clients_per_gpu)  # in the cloud's own words
-    return value
-
-
-def state_json(state: PoolState) -> dict[str, Any]:
-    return {"name": state.name, "owned": state.owned} | {
-        name: value_json(name, getattr(state, name)) for name in POOL_FIELDS
-    }

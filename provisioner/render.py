@@ -1,10 +1,16 @@
-"""Kubernetes manifests each cluster needs, rendered with jinja2 from templates/."""
+"""Kubernetes manifests each cluster needs, rendered with jinja2 from templates/.
+
+The templates sit at the top of the repository, beside provisioner/, and the wheel carries them
+as package data (provisioner/templates, pyproject.toml's force-include): the loader looks in the
+package first (installed), then beside it (a checkout, editable or on PYTHONPATH).
+"""
 
 from __future__ import annotations
 
 import io
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -37,9 +43,14 @@ def to_yaml(data: Any) -> str:
     return out.getvalue().rstrip("\n")
 
 
+_PACKAGE = Path(__file__).resolve().parent
+# Installed: inside the package (the wheel puts them there); a checkout: the repository's top level.
+TEMPLATE_DIRS = (_PACKAGE / "templates", _PACKAGE.parent / "templates")
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("provisioner", "templates"),
+        loader=jinja2.FileSystemLoader([str(d) for d in TEMPLATE_DIRS if d.is_dir()]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,  # YAML, not HTML

@@ -17,31 +17,8 @@ from provisioner.apply import ApplyResult, Outcome
 from provisioner.capacity import capacity, sharing_text
 from provisioner.errors import CloudError
 from provisioner.observe import Observation
-from provisioner.plan import Change, Plan, value_json
-from provisioner.pools import PoolState
-
-
-def pool_json(cloud: str, pool: PoolState) -> dict[str, Any]:
-    # MIG and sharing as capacity() reads them, whether the cloud holds them in a pool field or a
-    # node label: the same reading `catalog` shows.
-    read = capacity(cloud, pool)
-    return {
-        "pool": pool.name,
-        "instance_type": pool.instance_type,
-        "gpu_model": read.gpu_model,
-        "gpus_per_node": pool.gpus_per_node,
-        "mig_setting": pool.mig_setting,
-        "mig_profile": read.mig_profile,
-        "sharing": {"mode": read.sharing, "replicas": read.replicas} if read.replicas else None,
-        "spot": pool.spot,
-        "disk_size_gb": pool.disk_size_gb,
-        "min_nodes": pool.scaling.min,
-        "max_nodes": pool.scaling.max,
-        "autoscaling": pool.scaling.autoscaling,
-        "labels": pool.label_map,
-        "taints": [str(t) for t in pool.taints],
-        "owned": pool.owned,
-    }
+from provisioner.plan import Change, Plan
+from provisioner.pooljson import observed_json, value_json
 
 
 def observations_json(observations: Sequence[Observation]) -> list[dict[str, Any]]:
@@ -50,7 +27,7 @@ def observations_json(observations: Sequence[Observation]) -> list[dict[str, Any
             "cluster": o.target.name,
             "cloud": o.target.cloud,
             "error": str(o.error) if o.error else None,
-            "pools": [pool_json(o.target.cloud, p) for p in o.pools],
+            "pools": [observed_json(p, capacity(o.target.cloud, p)) for p in o.pools],
         }
         for o in observations
     ]
@@ -80,24 +57,27 @@ def observations_table(observations: Sequence[Observation]) -> Table:
 
 
 def plan_text(plan: Plan) -> Text:
-    """A plan as Terraform users read one: per cluster, per pool, each field before -> after."""
+    """A plan as Terraform users read one: per cluster, per pool, each field before -> after. Made
+    from Plan.view(), the data `plan --json` prints, so the two never disagree."""
+    view = plan.view()
     lines = Text()
-    for cluster in plan.clusters:
-        if not (cluster.changes or cluster.in_progress or cluster.conflicts or cluster.error):
+    for cluster in view["clusters"]:
+        if not (cluster["changes"] or cluster["in_progress"] or cluster["conflicts"] or cluster["error"]):
             continue
-        lines.append(cluster.target.name, style="bold").append(f" ({cluster.target.cloud})\n")
-        if cluster.error:
-            lines.append(f"  could not observe: {cluster.error}\n", style="red")
-        for pool in cluster.in_progress:
+        lines.append(cluster["cluster"], style="bold").append(f" ({cluster['cloud']})\n")
+        if cluster["error"]:
+            lines.append(f"  could not observe: {cluster['error']}\n", style="red")
+        for pool in cluster["in_progress"]:
             lines.append(f"  … {pool}: an operation is still running; apply waits for it\n", style="dim")
-        for conflict in cluster.conflicts:
+        for conflict in cluster["conflicts"]:
             lines.append(f"  ! {conflict}\n", style="red")
-        for change in cluster.changes:
+        for change in cluster["changes"]:
             _change_lines(lines, change)
-    unobserved = [c.target.name for c in plan.clusters if c.error]
-    observed = len(plan.clusters) - len(unobserved)
-    if plan.changes:
-        counts = ", ".join(f"{n} to {action}" for action, n in plan.summary.items())
+    unobserved = [c["cluster"] for c in view["clusters"] if c["error"]]
+    observed = len(view["clusters"]) - len(unobserved)
+    summary = view["summary"]
+    if any(summary.values()):
+        counts = ", ".join(f"{n} to {action}" for action, n in summary.items())
         lines.append(f"Plan: {counts}.\n", style="bold")
     elif not unobserved:
         lines.append("No changes. The clusters match the fleet.\n", style="green")
@@ -118,20 +98,24 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _change_lines(lines: Text, change: Change) -> None:
-    action = change.action
-    lines.append(f"  {action.sigil} ", style=action.style).append(change.pool, style="bold")
+_ACTION_NAMED = {action.name: action for action in ACTIONS}
+
+
+def _change_lines(lines: Text, change: dict[str, Any]) -> None:
+    """One change as Change.json() spells it: the pool, what happens to it, and its fields."""
+    action = _ACTION_NAMED[change["action"]]
+    lines.append(f"  {action.sigil} ", style=action.style).append(change["pool"], style="bold")
     lines.append(f" {action.phrase}")
-    lines.append(f" ({change.reason})\n" if change.reason else "\n")
-    for f in change.fields:
-        lines.append(f"      {f.field}: ")
+    lines.append(f" ({change['reason']})\n" if change.get("reason") else "\n")
+    for f in change["fields"]:
+        lines.append(f"      {f['field']}: ")
         if action.shows == "after":
-            lines.append(_show(f.after))
+            lines.append(_show(f["after"]))
         elif action.shows == "before":
-            lines.append(_show(f.before), style="red")
+            lines.append(_show(f["before"]), style="red")
         else:
-            lines.append(_show(f.before)).append(" -> ").append(_show(f.after))
-        if f.forces_replacement:
+            lines.append(_show(f["before"])).append(" -> ").append(_show(f["after"]))
+        if f["forces_replacement"]:
             lines.append("  # forces replacement", style="magenta")
         lines.append("\n")
 

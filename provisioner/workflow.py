@@ -1,8 +1,15 @@
-"""The steps plan, apply and destroy share: compile, observe, diff, and the staleness check."""
+"""The steps plan, apply, destroy and sync take, in order: compile, observe, diff, the staleness
+check, ask, carry out, record in the catalog. The CLI parses, calls these and prints; what a person
+sees and answers along the way goes through an ApplyView, so no step here prints or prompts.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from provisioner.compile import CompiledFleet, compile_file
 from provisioner.errors import StalePlan
@@ -10,6 +17,11 @@ from provisioner.observe import Drivers, observe, observe_settled
 from provisioner.plan import Plan, diff
 from provisioner.planfile import SavedPlan
 from provisioner.source import read_text
+
+if TYPE_CHECKING:  # the catalog (SQLAlchemy) is imported only where a catalog is used
+    from provisioner.apply import ApplyResult, Reporter
+    from provisioner.catalog.store import Store
+    from provisioner.catalog.sync import SyncReport
 
 
 def read_fleet(path: str) -> tuple[CompiledFleet, str]:
@@ -51,3 +63,94 @@ def replan_saved(saved: SavedPlan, drivers: Drivers) -> tuple[CompiledFleet, Pla
     if plan.json()["changes"] != saved.changes:
         raise StalePlan("the saved plan is stale: planning again gives other changes; run plan again")
     return compiled, plan
+
+
+class ApplyView(Protocol):
+    """What a person sees and answers while apply or destroy runs (the CLI prints it)."""
+
+    def waiting(self, running: list[str]) -> None: ...  # operations still running before planning
+    def show_plan(self, plan: Plan) -> None: ...
+    def show_errors(self, errors: list[str]) -> None: ...
+    def approve(self, destroy: bool) -> bool: ...  # False: nothing is changed
+    def progress(self) -> AbstractContextManager[Reporter]: ...
+    def applied(self, result: ApplyResult) -> None: ...
+    def recorded(self, report: SyncReport) -> None: ...
+
+
+@dataclass(frozen=True)
+class ApplySettings:
+    """What apply and destroy share once the plan is made."""
+
+    sandbox: Path | None
+    lock_timeout: float
+    catalog_url: str | None  # where given, the clusters apply touched are synced into it
+    outage_timeout: float = 180.0
+    lock_url: str | None = None  # PostgreSQL for locks shared across machines
+
+
+def open_catalog(sandbox: Path | None, catalog_url: str | None) -> Store:
+    """The catalog at `catalog_url` (else the default one), migrated to the newest schema."""
+    from provisioner.catalog.store import Store, default_url
+
+    store = Store(catalog_url or default_url(sandbox))
+    store.migrate()
+    return store
+
+
+def plan_and_carry_out(
+    settings: ApplySettings,
+    fleet: str,
+    drivers: Drivers,
+    view: ApplyView,
+    *,
+    destroy: bool,
+    auto_approve: bool,
+) -> bool:
+    """Plan from where running operations end, show it, ask, carry it out. True: all went well."""
+    compiled, _ = read_fleet(fleet)
+    made = make_plan(compiled, drivers, destroy=destroy, settle=True, on_wait=view.waiting)
+    view.show_plan(made)
+    view.show_errors(made.errors)
+    if not made.changes:
+        return not made.errors
+    if not auto_approve and not view.approve(destroy):
+        return False
+    carried = carry_out(settings, compiled, made, drivers, view)
+    return carried and not made.errors
+
+
+def carry_out(
+    settings: ApplySettings, compiled: CompiledFleet, made: Plan, drivers: Drivers, view: ApplyView
+) -> bool:
+    """Apply the plan, then record the clusters it touched in the catalog, where one is given."""
+    from provisioner.apply import Applier
+    from provisioner.locks import cluster_locks
+
+    # Opened (and migrated) before any cloud is changed: a catalog that cannot be used refuses the apply.
+    store = open_catalog(settings.sandbox, settings.catalog_url) if settings.catalog_url else None
+    if not made.changes:
+        view.show_plan(made)
+        return True
+    with view.progress() as reporter:
+        locks = cluster_locks(settings.sandbox, settings.catalog_url, settings.lock_url)
+        applier = Applier(
+            drivers, locks, settings.lock_timeout, reporter=reporter, outage_window=settings.outage_timeout
+        )
+        result = applier.run(made)
+    view.applied(result)
+    if store is not None:
+        recorded = record_applied(compiled, result, drivers, store)
+        view.recorded(recorded)
+        if recorded.failed:
+            return False
+    return result.ok
+
+
+def record_applied(
+    compiled: CompiledFleet, result: ApplyResult, drivers: Drivers, store: Store
+) -> SyncReport:
+    """Sync the clusters an apply touched into the catalog, so it never waits for the nightly run."""
+    from provisioner.catalog.sync import sync
+
+    touched = {o.cluster for o in result.outcomes}
+    return sync([c for c in compiled.clusters if c.name in touched], drivers, store)

@@ -149,55 +149,6 @@ def test_no_cloud_sdk_is_imported(args):
     assert "SDKS=\n" in result.stderr
 
 
-def test_render_cronjob_quotes_its_values_so_none_changes_type_or_adds_a_key():
-    result = run(
-        "render",
-        "cronjob",
-        "--schedule",
-        "0 2 * * *",
-        "--namespace",
-        "null",
-        "--image",
-        "registry:5000/sync:1.0",
-    )
-    assert result.returncode == 0, result.stderr
-    document = YAML(typ="safe").load(result.stdout)
-    assert document["metadata"]["namespace"] == "null"  # the name, not YAML's null
-    container = document["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == "registry:5000/sync:1.0"
-
-
-@pytest.mark.parametrize(
-    ("option", "value", "message"),
-    [
-        ("--image", "sync:1.0\n              command: [sh, -c, id]", "is not an image reference"),
-        ("--image", "sync 1.0", "is not an image reference"),
-        ("--namespace", "prod\n  annotations: {x: y}", "is not a Kubernetes namespace"),
-        ("--namespace", "Prod", "is not a Kubernetes namespace"),
-        ("--schedule", "0 2 * *", "is not a schedule: 4 fields"),
-        ("--schedule", "0 24 * * *", "'24' is not a valid hour (0-23)"),
-        ("--schedule", "@every-night", "is not a schedule: unknown descriptor"),
-        ("--schedule", "0 2 * * *\n", "is not a schedule: it holds a tab, newline"),
-    ],
-)
-def test_render_cronjob_refuses_a_value_kubernetes_would_refuse(option: str, value: str, message: str):
-    options = {"--schedule": "0 2 * * *", "--image": "ghcr.io/example/sync:1.0", "--namespace": "ops"}
-    options[option] = value
-    result = run("render", "cronjob", *[part for pair in options.items() for part in pair])
-    assert result.returncode == 1
-    assert result.stdout == ""
-    assert result.stderr.startswith(f"error: {option}: {value!r} is not")
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
-
-
-@pytest.mark.parametrize("schedule", ["*/15 0-6 1,15 JAN-MAR MON-FRI", "@daily", "0 0 ? * sun", "5 4 * * 0"])
-def test_render_cronjob_accepts_what_the_cronjob_controller_accepts(schedule: str):
-    result = run("render", "cronjob", "--schedule", schedule)
-    assert result.returncode == 0, result.stderr
-    assert YAML(typ="safe").load(result.stdout)["spec"]["schedule"] == schedule
-
-
 def test_a_path_with_brackets_is_printed_as_it_is(tmp_path):
     fleet = tmp_path / "fleet[prod].yaml"
     fleet.write_text((EXAMPLES / "fleet.yaml").read_text(encoding="utf-8"), encoding="utf-8")

@@ -54,3 +54,72 @@ def test_a_progress_line_says_what_is_retried_and_why():
     assert Text.from_markup(throttled).plain == (
         "gcp/mig[/]: creating (retrying in 4.0 s: throttled: Quota exceeded for [reads])"
     )
+
+
+def test_the_plan_text_shows_exactly_what_plan_json_holds():
+    from provisioner.actions import DELETE, REPLACE
+    from provisioner.drivers import ClusterRef, Target
+    from provisioner.plan import Change, ClusterPlan, Conflict, FieldChange, Plan
+
+    target = Target("gcp", ClusterRef("gke", "proj", "us-central1", "ml"))
+    resize = FieldChange("scaling", "1-3", 2, forces_replacement=False)
+    disk = FieldChange("disk_size_gb", 100, None, forces_replacement=True)
+    plan = Plan(
+        (
+            ClusterPlan(
+                target,
+                (
+                    Change("gcp", "a", REPLACE, (resize, disk), reason="disk_size_gb cannot change in place"),
+                    Change("gcp", "b", DELETE, (FieldChange("taints", ["k=v:NoSchedule"], None),)),
+                ),
+                in_progress=("c",),
+                conflicts=(Conflict("d", "pool d exists but was not created by provisioner"),),
+            ),
+            ClusterPlan(Target("aws", ClusterRef("eks", "1", "eu-west-1", "ml")), error="access denied"),
+        )
+    )
+    assert plan.json() == {
+        "changes": [
+            {
+                "cluster": "gcp",
+                "pool": "a",
+                "action": "replace",
+                "fields": [
+                    {"field": "scaling", "before": "1-3", "after": 2, "forces_replacement": False},
+                    {"field": "disk_size_gb", "before": 100, "after": None, "forces_replacement": True},
+                ],
+                "reason": "disk_size_gb cannot change in place",
+            },
+            {
+                "cluster": "gcp",
+                "pool": "b",
+                "action": "delete",
+                "fields": [
+                    {
+                        "field": "taints",
+                        "before": ["k=v:NoSchedule"],
+                        "after": None,
+                        "forces_replacement": False,
+                    }
+                ],
+            },
+        ],
+        "summary": {"create": 0, "update": 0, "replace": 1, "delete": 1},
+        "in_progress": ["gcp/c"],
+        "errors": ["aws: access denied", "gcp: pool d exists but was not created by provisioner"],
+    }
+    assert plan.errors == plan.json()["errors"]
+    assert report.plan_text(plan).plain == (
+        "gcp (gke)\n"
+        "  … c: an operation is still running; apply waits for it\n"
+        "  ! pool d exists but was not created by provisioner\n"
+        "  -/+ a must be replaced (disk_size_gb cannot change in place)\n"
+        "      scaling: 1-3 -> 2\n"
+        "      disk_size_gb: 100 -> (cloud default)  # forces replacement\n"
+        "  - b will be deleted\n"
+        '      taints: ["k=v:NoSchedule"]\n'
+        "aws (eks)\n"
+        "  could not observe: access denied\n"
+        "Plan: 0 to create, 0 to update, 1 to replace, 1 to delete.\n"
+        "1 cluster could not be observed, so nothing is planned for it: aws.\n"
+    )

@@ -32,6 +32,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from provisioner.capacity import Capacity
 from provisioner.catalog.models import ClusterRow, DriftRow, PoolRow, SyncRunRow
 from provisioner.catalog.url import CatalogError
+from provisioner.pooljson import observed_json
 from provisioner.pools import PoolState
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -310,29 +311,22 @@ class _Statements:
         self.drift_insert = insert(DriftRow)
 
 
+# The pool table's columns for the keys of a pool's JSON (pooljson.observed_json) it names otherwise.
+_COLUMN_OF = {"pool": "name", "gpu": "gpu_model", "mig": "mig_profile"}
+_KEY_OF = {column: key for key, column in _COLUMN_OF.items()}
+# The columns a listing writes, in the table's order (which `catalog ls --json` keeps).
+_LISTED = tuple(
+    c.name
+    for c in PoolRow.__table__.columns
+    if c.name not in ("id", "cluster_id", "first_seen", "last_seen", "deleted_at")
+)
+
+
 def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime) -> dict[str, Any]:
-    state, capacity = pool.state, pool.capacity
+    shown = observed_json(pool.state, pool.capacity)
     return {
         "cluster_id": cluster_id,
-        "name": state.name,
-        "instance_type": state.instance_type,
-        "gpu_model": capacity.gpu_model,
-        "gpus_per_node": capacity.gpus_per_node,
-        "mig_profile": capacity.mig_profile,
-        "sharing": capacity.sharing,
-        "replicas": capacity.replicas,
-        "slices_per_node": capacity.slices_per_node,
-        "memory_per_slice_gb": capacity.memory_per_slice_gb,
-        "isolation": capacity.isolation,
-        "slice_unit": capacity.slice_unit,
-        "cloud_id": state.cloud_id,
-        "min_nodes": state.scaling.min,
-        "max_nodes": state.scaling.max,
-        "current_nodes": state.nodes,
-        "spot": state.spot,
-        "labels": state.label_map,
-        "taints": [str(t) for t in state.taints],
-        "owned": state.owned,
+        **{column: shown[_KEY_OF.get(column, column)] for column in _LISTED},
         "first_seen": observed_at,
         "last_seen": observed_at,
         "deleted_at": None,
@@ -354,29 +348,12 @@ def _pools_query() -> Any:
 
 
 def _pool_dict(row: Any) -> dict[str, Any]:
+    """A pool row as `catalog ls --json` prints it: observed_json's keys, with its cluster and times."""
     pool = row._mapping
     return {
         "cluster": pool["cluster"],
         "cloud": pool["cloud"],
-        "pool": pool["name"],
-        "instance_type": pool["instance_type"],
-        "gpu": pool["gpu_model"],
-        "gpus_per_node": pool["gpus_per_node"],
-        "mig": pool["mig_profile"],
-        "sharing": pool["sharing"],
-        "replicas": pool["replicas"],
-        "slices_per_node": pool["slices_per_node"],
-        "memory_per_slice_gb": pool["memory_per_slice_gb"],
-        "isolation": pool["isolation"],
-        "slice_unit": pool["slice_unit"],
-        "cloud_id": pool["cloud_id"],
-        "min_nodes": pool["min_nodes"],
-        "max_nodes": pool["max_nodes"],
-        "current_nodes": pool["current_nodes"],
-        "spot": pool["spot"],
-        "labels": pool["labels"],
-        "taints": pool["taints"],
-        "owned": pool["owned"],
+        **{_KEY_OF.get(column, column): pool[column] for column in _LISTED},
         "first_seen": _iso(pool["first_seen"]),
         "last_seen": _iso(pool["last_seen"]),
         "deleted_at": _iso(pool["deleted_at"]),

@@ -1,0 +1,64 @@
+"""A pool as JSON, spelled one way wherever it is printed or stored.
+
+Three outputs show pools: `plan --json` (the compared fields, before and after), `pools --json`
+(each pool the clusters hold, with what it offers) and `catalog ls --json` (the same, as the
+catalog stored it). Each field is spelled here once, so they cannot drift apart: taints as
+`key=value:Effect` strings, labels as a map, sharing in capacity's words, node counts as bounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.capacity import Capacity, sharing_text
+from provisioner.pools import POOL_FIELDS, PoolState, Scaling
+
+
+def value_json(name: str, value: Any) -> Any:
+    """A PoolState field as plain JSON, in the spelling plan output shows."""
+    if isinstance(value, Scaling):
+        return f"{value.min}-{value.max}" if value.autoscaling else value.min
+    if name == "labels":
+        return dict(value)
+    if name == "taints":
+        return [str(t) for t in value]
+    if name == "sharing" and value is not None:
+        return sharing_text(value.strategy, value.clients_per_gpu)  # in the cloud's own words
+    return value
+
+
+def state_json(state: PoolState) -> dict[str, Any]:
+    """The fields a plan compares, and whose pool it is."""
+    return {"name": state.name, "owned": state.owned} | {
+        name: value_json(name, getattr(state, name)) for name in POOL_FIELDS
+    }
+
+
+def observed_json(state: PoolState, offers: Capacity) -> dict[str, Any]:
+    """A pool as a cluster holds it, with what it offers (capacity()'s reading, whether the cloud
+    keeps MIG and sharing in a pool field or a node label): `pools --json`, and the catalog's row,
+    which keeps the keys it has columns for."""
+    return {
+        "pool": state.name,
+        "instance_type": state.instance_type,
+        "gpu": offers.gpu_model,
+        "gpus_per_node": offers.gpus_per_node,
+        "mig_setting": state.mig_setting,
+        "mig": offers.mig_profile,
+        "sharing": offers.sharing,
+        "replicas": offers.replicas,
+        "slices_per_node": offers.slices_per_node,
+        "memory_per_slice_gb": offers.memory_per_slice_gb,
+        "isolation": offers.isolation,
+        "slice_unit": offers.slice_unit,
+        "cloud_id": state.cloud_id,
+        "min_nodes": state.scaling.min,
+        "max_nodes": state.scaling.max,
+        "autoscaling": state.scaling.autoscaling,
+        "current_nodes": state.nodes,
+        "spot": state.spot,
+        "disk_size_gb": state.disk_size_gb,
+        "labels": value_json("labels", state.labels),
+        "taints": value_json("taints", state.taints),
+        "owned": state.owned,
+    }
