@@ -1,4 +1,4 @@
-"""The schema and the store's rules, on both databases; the CronJob."""
+"""The schema and the store's rules, on both databases."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from click.testing import CliRunner, Result
-from ruamel.yaml import YAML
 from sqlalchemy import text
 
 from provisioner.capacity import capacity
@@ -22,7 +20,6 @@ from provisioner.catalog.store import ClusterIdentity, ObservedPool, Store
 from provisioner.catalog.url import redacted
 from provisioner.cli import main
 from provisioner.compile import compile_file, desired_state
-from provisioner.render import render_cronjob
 from tests.conftest import EXAMPLES
 
 HEAD = "0002"  # the newest migration
@@ -66,29 +63,6 @@ def test_a_pool_that_comes_back_is_first_seen_again(catalog_url: str):
     assert back["a100-mig"]["first_seen"] == "2026-11-03T00:00:00+00:00"
     assert back["l4-timeshare"]["first_seen"] == "2026-11-01T00:00:00+00:00"
     assert back["a100-mig"]["deleted_at"] is None
-
-
-@pytest.mark.parametrize("shards", [1, 4])
-def test_the_cronjob_validates_against_the_kubernetes_schema(shards: int):
-    text = render_cronjob(schedule="0 2 * * *", image="registry.example/provisioner:1.0", shards=shards)
-    document = YAML(typ="safe").load(text)
-    kubernetes_validate.validate(document, "1.31", strict=True)
-    spec = document["spec"]
-    job = spec["jobTemplate"]["spec"]
-    assert spec["concurrencyPolicy"] == "Forbid" and job["backoffLimit"] == 2
-    container = job["template"]["spec"]["containers"][0]
-    assert container["resources"]["requests"] and container["resources"]["limits"]
-    assert container["env"] == [
-        {
-            "name": "PROVISIONER_CATALOG",
-            "valueFrom": {"secretKeyRef": {"name": "provisioner-catalog", "key": "url"}},
-        }
-    ]
-    if shards > 1:
-        assert (job["completionMode"], job["completions"], job["parallelism"]) == ("Indexed", 4, 4)
-        assert container["args"][-2:] == ["--shard", "$(JOB_COMPLETION_INDEX)/4"]
-    else:
-        assert "completionMode" not in job
 
 
 @pytest.mark.parametrize(
