@@ -11,7 +11,6 @@ then a create) is retried on its own, and drivers never retry inside it.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,7 +35,6 @@ class Outcome:
     action: Action
     done: bool
     message: str = ""
-    seconds: float = 0.0
     unreachable: bool = False  # the cloud stayed unreachable past the outage window
 
 
@@ -152,7 +150,6 @@ class Applier:
 
     def _carry_out(self, driver: Driver, cluster: ClusterRef, change: Change) -> Outcome:
         self.reporter.change_started(change)
-        started = time.monotonic()
         steps: dict[str, Callable[[], object]] = {
             "create": lambda: self._create(driver, cluster, change),
             "update": lambda: driver.update_pool(cluster, change.desired),  # type: ignore[arg-type]
@@ -170,11 +167,10 @@ class Applier:
                 change.action,
                 False,
                 str(error),
-                time.monotonic() - started,
                 unreachable=isinstance(error, Unreachable),
             )
         else:
-            outcome = Outcome(name, change.pool, change.action, True, "", time.monotonic() - started)
+            outcome = Outcome(name, change.pool, change.action, True)
         self.reporter.change_finished(outcome)
         return outcome
 

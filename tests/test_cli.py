@@ -58,7 +58,7 @@ def test_validate_lists_every_error_and_exits_1(pool_file):
         "A100 80GB on AKS; it offers 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb",
         "2 errors",
     ]
-    assert "examples/fleet.yaml" in result.stdout  # the valid file is still reported
+    assert result.stdout == "✓ examples/fleet.yaml: 3 clusters, 6 pools\n"  # the valid file is still reported
 
 
 def test_validate_json(pool_file):
@@ -111,7 +111,10 @@ def test_render_refuses_an_invalid_fleet(pool_file):
     path = pool_file("eks", "- {name: g5, instanceType: g5.xlarge, nodes: {count: 1}, gpu: {mig: 1g.5gb}}\n")
     result = run("render", str(path))
     assert result.returncode == 1
-    assert "does not support MIG" in result.stderr
+    assert result.stderr == (
+        f"{path}:9: clusters[aws-ml].pools[g5].gpu.mig: the A10G 24GB of g5.xlarge does not support MIG; "
+        "remove gpu.mig or choose an instance type with A100, A30, H100, H200 or B200 GPUs\n1 error\n"
+    )
     assert result.stdout == ""  # nothing half-rendered
 
 

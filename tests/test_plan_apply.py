@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +35,7 @@ def test_apply_converges_and_each_kind_of_change_plans_its_action(world: World):
 
     applied = world.run("apply", str(world.fleet), "--auto-approve")
     assert applied.exit_code == 0, applied.output
-    assert "Apply complete: 9 created" in applied.stdout
+    assert applied.stdout.splitlines()[-1] == "Apply complete: 9 created, 0 updated, 0 replaced, 0 deleted."
     assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 0
 
     def changed(pools: dict[str, str]) -> dict[str, str]:
@@ -109,7 +110,10 @@ def test_a_saved_plan_is_refused_when_its_cluster_changed_since(world: World, tm
 
     refused = world.run("apply", str(saved))
     assert refused.exit_code == 1
-    assert "stale" in refused.output and "gcp" in refused.output
+    assert refused.stderr == (
+        "error: the saved plan is stale: gcp changed since it was made; "
+        "run plan again and apply the new plan\n"
+    )
     names = {p.name for p in driver.list_pools(gcp.target.ref)}
     assert names == {"default-pool", "spare"}  # nothing of the stale plan was carried out
 
@@ -130,7 +134,7 @@ def test_destroy_removes_only_the_pools_it_owns(world: World):
     assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
     destroyed = world.run("destroy", str(world.fleet), "--auto-approve")
     assert destroyed.exit_code == 0, destroyed.output
-    assert "9 deleted" in destroyed.stdout
+    assert destroyed.stdout.splitlines()[-1] == "Apply complete: 0 created, 0 updated, 0 replaced, 9 deleted."
     listing = json.loads(world.run("pools", str(world.fleet), "--json").stdout)
     assert {c["cluster"]: [p["pool"] for p in c["pools"]] for c in listing} == {
         "azure": ["system"],
@@ -259,10 +263,18 @@ def test_two_applies_on_one_cluster_never_interleave(world: World):
         blocked = world.run("apply", str(world.fleet), "--auto-approve", "--lock-timeout", "0.3")
     assert blocked.exit_code == 1
     assert f"cluster gcp is locked by pid {os.getpid()}" in blocked.output
-    assert "Apply incomplete: 6 created" in blocked.output  # the other clusters went ahead
-    assert "Run apply again" in blocked.output
+    locked = (
+        rf"cluster gcp is locked by pid {os.getpid()} on \S+ \(user \S+, since \S+\); gave up after 0\.3 s"
+    )
+    summary = blocked.stdout.splitlines()[-5:]
+    assert (
+        summary[0] == "Apply incomplete: 6 created, 0 updated, 0 replaced, 0 deleted; 3 not done:"
+    )  # the others went ahead
+    for line, pool in zip(summary[1:4], ("mig", "shared", "spare"), strict=True):
+        assert re.fullmatch(rf"  gcp/{pool} \(create\): {locked}", line), line
+    assert summary[4] == "Run apply again to finish: it picks up where this one stopped."
     finished = world.run("apply", str(world.fleet), "--auto-approve")
-    assert "Apply complete: 3 created" in finished.output
+    assert finished.stdout.splitlines()[-1] == "Apply complete: 3 created, 0 updated, 0 replaced, 0 deleted."
 
 
 def test_plan_names_the_clusters_it_could_not_observe_and_claims_no_match_for_them(world: World):
@@ -298,8 +310,11 @@ def run_without_env(world: World, *args: str) -> Result:
     ("args", "expected"),
     [
         (("pools", "{fleet}"), "default-pool"),
-        (("plan", "{fleet}"), "Plan: 9 to create"),
-        (("apply", "{fleet}", "--auto-approve"), "Apply complete: 9 created"),
+        (("plan", "{fleet}"), "Plan: 9 to create, 0 to update, 0 to replace, 0 to delete.\n"),
+        (
+            ("apply", "{fleet}", "--auto-approve"),
+            "Apply complete: 9 created, 0 updated, 0 replaced, 0 deleted.\n",
+        ),
         (("destroy", "{fleet}", "--auto-approve"), "No changes. The clusters match the fleet."),
         (("sync", "{fleet}"), "Synced 3 clusters (3 pools) into sqlite:///{sandbox}/catalog.db"),
         (("catalog", "ls", "--json"), '"pool": "mig"'),
@@ -324,7 +339,7 @@ def test_the_sandbox_after_the_command_wins_over_the_one_before_it_and_the_envir
     nowhere = str(world.sandbox.directory.parent / "no-sandbox-here")
     after = run_without_env(world, "--sandbox", nowhere, "plan", str(world.fleet), "--sandbox", here)
     assert after.exit_code == 0, after.output
-    assert "Plan: 9 to create" in after.stdout
+    assert "Plan: 9 to create, 0 to update, 0 to replace, 0 to delete." in after.stdout.splitlines()
     from_env = world.runner.invoke(
         main, ["plan", str(world.fleet), "--sandbox", here], env={"PROVISIONER_SANDBOX": nowhere}
     )
@@ -404,7 +419,7 @@ def test_a_plan_saved_from_a_pipe_keeps_the_fleet_and_applies(world: World, tmp_
     assert json.loads(saved.read_text())["fleet"]["text"] == world.fleet.read_text()
     applied = world.run("apply", str(saved))
     assert applied.exit_code == 0, applied.output
-    assert "Apply complete: 9 created" in applied.stdout
+    assert applied.stdout.splitlines()[-1] == "Apply complete: 9 created, 0 updated, 0 replaced, 0 deleted."
 
 
 def test_a_plan_that_cannot_be_saved_is_an_error_naming_the_path(world: World, tmp_path: Path):

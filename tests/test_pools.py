@@ -6,8 +6,6 @@ import pytest
 
 from provisioner import hardware
 from provisioner.compile import compile_file, desired_state
-from provisioner.drivers import poll_intervals, wait_until
-from provisioner.errors import OperationTimeout
 from provisioner.pools import GPU_TAINT, POOL_FIELDS, NativeSharing, PoolState, Scaling, Taint
 
 
@@ -90,22 +88,6 @@ def test_gke_changes_disk_size_in_place_and_aks_eks_do_not():
     assert [c for c in ("aks", "gke", "eks") if "disk_size_gb" in clouds[c].in_place] == ["gke"]
 
 
-def test_poll_intervals_grow_to_a_ceiling_far_below_thirty_seconds():
-    intervals = poll_intervals()
-    first = [next(intervals) for _ in range(20)]
-    assert first[0] == 0.1 and first == sorted(first) and max(first) == 5.0
-
-
-def test_wait_until_returns_the_result_or_times_out():
-    now = [0.0]
-    sleeps: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        now[0] += seconds
-
-    answers = iter([None, None, "done"])
-    assert wait_until(lambda: next(answers), 10, "op", sleep=sleep, clock=lambda: now[0]) == "done"
-    assert sleeps == [0.1, pytest.approx(0.13)]
-    with pytest.raises(OperationTimeout, match="op did not finish within 1 s"):
-        wait_until(lambda: None, 1, "op", sleep=sleep, clock=lambda: now[0])
+def test_bounds_that_cannot_move_are_a_fixed_size():
+    assert Scaling(2, 2, autoscaling=True) == Scaling.fixed(2)
+    assert Scaling(1, 3, autoscaling=True).autoscaling is True

@@ -6,7 +6,6 @@ import pytest
 
 from provisioner.drivers import wait_until
 from provisioner.errors import Busy, InvalidRequest, Throttled, Unavailable, retry_after_seconds
-from provisioner.pools import Scaling
 from provisioner.retry import RetryPolicy
 
 
@@ -70,11 +69,6 @@ def test_a_poll_that_is_throttled_is_polled_again_after_its_retry_after():
     )
     assert result == "done"
     assert sleeps[0] == 3.0
-
-
-def test_bounds_that_cannot_move_are_a_fixed_size():
-    assert Scaling(2, 2, autoscaling=True) == Scaling.fixed(2)
-    assert Scaling(1, 3, autoscaling=True).autoscaling
 
 
 def test_retry_after_in_seconds_or_none_when_a_date_or_absent():

@@ -28,10 +28,6 @@ class MigProfile:
     gi: int  # GPU-instance profile ID (nvidia-smi mig -cgi)
 
     @property
-    def compute_slices(self) -> int:
-        return int(_PROFILE_NAME.match(self.name)["compute"])  # type: ignore[index]
-
-    @property
     def memory_gb(self) -> int:
         return int(_PROFILE_NAME.match(self.name)["memory"])  # type: ignore[index]
 
@@ -106,7 +102,6 @@ class CloudProfile:
     pool_name_pattern: re.Pattern[str]
     pool_name_rule: str
     mig_via: Literal["pool-field", "operator-label", "none"]
-    mig_field: str | None
     mig_values: Mapping[str, int]  # field value -> GI profile ID; empty: the field takes names
     mig_unsupported: Mapping[str, frozenset[str]]  # GPU key -> profiles it has that the cloud cannot set
     sharing_via: Literal["pool-field", "device-plugin", "node-label"]
@@ -226,7 +221,6 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         pool_name_pattern=re.compile(row["poolName"]["pattern"]),
         pool_name_rule=row["poolName"]["rule"],
         mig_via=row["mig"]["via"],
-        mig_field=row["mig"].get("field"),
         mig_values=row["mig"].get("values", {}),
         mig_unsupported={gpu: frozenset(names) for gpu, names in row["mig"].get("unsupported", {}).items()},
         sharing_via=row["sharing"]["via"],
