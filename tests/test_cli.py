@@ -58,7 +58,7 @@ def test_validate_lists_every_error_and_exits_1(pool_file):
         "A100 80GB on AKS; it offers 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb",
         "2 errors",
     ]
-    assert result.stdout == "✓ examples/fleet.yaml: 3 clusters, 6 pools\n"  # the valid file is still reported
+    assert result.stdout == "✓ examples/fleet.yaml: 4 clusters, 8 pools\n"  # the valid file is still reported
 
 
 def test_validate_json(pool_file):

@@ -37,7 +37,7 @@ def test_the_issue_s_ack_fleet_applies_converges_and_is_catalogued_in_gib(tmp_pa
     fleet.write_text(textwrap.dedent(FLEET), encoding="utf-8")
     compiled = compile_file(fleet)
     sandbox = Sandbox(tmp_path / "sandbox", SandboxSettings(op_seconds=0.05)).start(
-        [c.target.ref for c in compiled.clusters]
+        [c.target for c in compiled.clusters]
     )
     env = {
         "PROVISIONER_SANDBOX": str(sandbox.directory),
