@@ -14,10 +14,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from provisioner import __version__
+from provisioner.commands.kube import inspect_command, kube_access, kube_options, verify_command
 from provisioner.errors import FleetError, ProvisionerError
 
 if TYPE_CHECKING:
     from provisioner.compile import CompiledFleet
+    from provisioner.kube.contexts import KubeAccess
     from provisioner.observe import Drivers
     from provisioner.plan import Plan
 
@@ -284,6 +286,7 @@ def _drivers(sandbox: Path | None) -> Drivers:
     "--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on errors."
 )
 @click.option("--destroy", is_flag=True, help="Plan to delete every pool provisioner owns in these clusters.")
+@kube_options
 @_sandbox_option
 @click.pass_obj
 def plan(
@@ -294,13 +297,16 @@ def plan(
     as_json: bool,
     detailed_exitcode: bool,
     destroy: bool,
+    kubeconfig: Path | None,
+    no_kube: bool,
 ):
     """Show what apply would change: pools to create, update in place, replace or delete."""
     from provisioner import planfile, report
     from provisioner.workflow import make_plan, read_fleet
 
     compiled, text = read_fleet(fleet)
-    made = make_plan(compiled, _drivers(sandbox), destroy=destroy)
+    kube = kube_access(sandbox, kubeconfig, no_kube)
+    made = make_plan(compiled, _drivers(sandbox), destroy=destroy, kube=kube)
     if as_json:
         click.echo(json.dumps(made.json(), indent=2))
     else:
@@ -317,7 +323,7 @@ def plan(
         click.echo(f"error: {error}", err=True)
     if made.errors:
         sys.exit(1)
-    sys.exit(2 if detailed_exitcode and made.changes else 0)
+    sys.exit(2 if detailed_exitcode and made.has_changes else 0)
 
 
 def _lock_timeout_option(command):
@@ -372,6 +378,7 @@ class _Carry:
     catalog_url: str | None  # where given, the clusters apply touched are synced into it
     outage_timeout: float = 180.0
     lock_url: str | None = None  # PostgreSQL for locks shared across machines
+    kube: KubeAccess | None = None  # None: the device-plugin ConfigMaps are left alone (--no-kube)
 
 
 @main.command()
@@ -381,6 +388,7 @@ class _Carry:
 @_lock_url_option
 @_outage_timeout_option
 @_catalog_option
+@kube_options
 @_sandbox_option
 @click.pass_obj
 def apply(
@@ -392,11 +400,17 @@ def apply(
     lock_url: str | None,
     outage_timeout: float,
     catalog_url: str | None,
+    kubeconfig: Path | None,
+    no_kube: bool,
 ) -> None:
-    """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale)."""
+    """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale).
+
+    First, in each cluster whose pools name device-plugin config keys, it server-side-applies the
+    device-plugin ConfigMap `render` prints (--no-kube: you apply it yourself)."""
     from provisioner import planfile
 
-    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
+    kube = kube_access(sandbox, kubeconfig, no_kube)
+    carry = _Carry(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url, kube)
     try:
         saved = planfile.load(Path(target))
     except (planfile.NotAPlan, OSError):
@@ -409,7 +423,7 @@ def apply(
         return
     from provisioner.workflow import replan_saved
 
-    compiled, made = replan_saved(saved, _drivers(sandbox))
+    compiled, made = replan_saved(saved, _drivers(sandbox), kube)
     _carry_out(carry, compiled, made)
 
 
@@ -447,11 +461,13 @@ def _plan_and_carry_out(carry: _Carry, fleet: str, destroy: bool, auto_approve: 
         names = escape(", ".join(running))
         out.print(f"[dim]waiting for operations still running: {names}[/]", highlight=False)
 
-    made = make_plan(compiled, _drivers(carry.sandbox), destroy=destroy, settle=True, on_wait=waiting)
+    made = make_plan(
+        compiled, _drivers(carry.sandbox), destroy=destroy, settle=True, on_wait=waiting, kube=carry.kube
+    )
     out.print(report.plan_text(made), end="")
     for error in made.errors:
         click.echo(f"error: {error}", err=True)
-    if not made.changes:
+    if not made.has_changes:
         sys.exit(1 if made.errors else 0)
     if not auto_approve:
         verb = "destroy these pools" if destroy else "apply these changes"
@@ -473,14 +489,19 @@ def _carry_out(carry: _Carry, compiled: CompiledFleet, made: Plan) -> None:
 
     # Opened (and migrated) before any cloud is changed: a catalog that cannot be used refuses the apply.
     store = _store(carry.sandbox, carry.catalog_url) if carry.catalog_url else None
-    if not made.changes:
+    if not made.has_changes:
         out.print(report.plan_text(made), end="")
         return
     drivers = _drivers(carry.sandbox)
     with report.ProgressReporter(out) as reporter:
         locks = cluster_locks(carry.sandbox, carry.catalog_url, carry.lock_url)
         applier = Applier(
-            drivers, locks, carry.lock_timeout, reporter=reporter, outage_window=carry.outage_timeout
+            drivers,
+            locks,
+            carry.lock_timeout,
+            reporter=reporter,
+            outage_window=carry.outage_timeout,
+            kube=carry.kube,
         )
         result = applier.run(made)
     out.print(report.apply_summary(result), end="")
@@ -582,6 +603,10 @@ def sync(
         click.echo(f"error: {name}: {conflict}", err=True)
     if report.failed or discovery_errors or report.conflicts:
         sys.exit(1)
+
+
+main.add_command(verify_command)
+main.add_command(inspect_command)
 
 
 @main.group()

@@ -179,6 +179,7 @@ class _ClusterSpec(Spec):
     name: ClusterName
     cluster: NonEmpty
     pools: list[Pool] = []
+    kube_context: NonEmpty | None = Field(None, description="kubeconfig context of this cluster's API")
 
     _loc: Loc = PrivateAttr(())
     _complete: bool = PrivateAttr(True)

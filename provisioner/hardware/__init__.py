@@ -81,6 +81,14 @@ class PoolLimits:
 
 
 @dataclass(frozen=True)
+class PoolLabel:
+    """The node label a cloud puts on each node of a pool (clouds.yaml `poolLabel`)."""
+
+    key: str
+    value: Literal["name", "cloudId"]  # the pool's name, or the cloud's own ID of the pool
+
+
+@dataclass(frozen=True)
 class CloudProfile:
     key: str  # "aks"
     title: str  # "AKS"
@@ -97,6 +105,10 @@ class CloudProfile:
     spot_taints: tuple[Taint, ...]  # ... and taints
     in_place: frozenset[str]  # PoolState fields the cloud changes on an existing pool
     limits: PoolLimits
+    # The kubeconfig context the cloud's CLI writes ({"name": ...} or {"match": glob}); empty:
+    # the fleet must name one (kubeContext).
+    kube_context: Mapping[str, str] = field(default_factory=dict)
+    pool_label: PoolLabel | None = None  # the node label naming each node's pool
 
     def mig_profiles(self, gpu: Gpu) -> list[MigProfile]:
         """The MIG profiles this cloud can partition `gpu` into, smallest first."""
@@ -199,6 +211,8 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         spot_taints=tuple(_taint(t) for t in row.get("spotAdds", {}).get("taints", [])),
         in_place=frozenset(row["inPlace"]),
         limits=_limits(row["limits"]),
+        kube_context=row.get("kubeContext", {}),
+        pool_label=PoolLabel(**row["poolLabel"]) if "poolLabel" in row else None,
     )
 
 
