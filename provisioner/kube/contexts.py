@@ -57,7 +57,7 @@ class KubeAccess:
 
     def context_for(self, cluster: Any) -> str:
         """The context that reaches fleet cluster `cluster`; KubeUnreachable naming it where none does."""
-        if self.sandbox is not None and self.kubeconfig is None:
+        if self.sandbox is not None:  # the sandbox names each context as the fleet names the cluster
             return cluster.name
         if cluster.kube_context:
             return cluster.kube_context
