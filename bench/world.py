@@ -93,7 +93,7 @@ def _serve(
     op_seconds: float,
     control: Connection,
 ) -> None:
-    sandbox = Sandbox(directory, SandboxSettings()).start([c.target.ref for c in compiled.clusters])
+    sandbox = Sandbox(directory, SandboxSettings()).start([c.target for c in compiled.clusters])
     if created:
         for cluster in compiled.clusters:
             ref = cluster.target.ref

@@ -247,18 +247,22 @@ def serve(
     import signal
     import threading
 
+    from provisioner.drivers import Target
     from provisioner.fleet import load
     from provisioner.sandbox.server import Sandbox, SandboxSettings
 
     fleet = load(seed_fleet) if seed_fleet else None
     settings = SandboxSettings(latency_ms=latency_ms, op_seconds=op_seconds, fault_rate=fault_rate)
-    running = Sandbox(directory, settings).start([c.ref for c in fleet.clusters] if fleet else ())
+    running = Sandbox(directory, settings).start(
+        [Target(c.name, c.ref) for c in fleet.clusters] if fleet else ()
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     for cloud, url in running.endpoints.items():
         out.print(escape(f"{cloud}: {url}"))
     seeded = f", {_count(len(fleet.clusters), 'cluster')} seeded" if fleet else ""
-    out.print(escape(f"wrote {directory / 'endpoints.json'}{seeded}; Ctrl-C to stop"))
+    out.print(escape(f"wrote {directory / 'endpoints.json'}{seeded}"))
+    out.print(escape(f"wrote {running.kubeconfig}: one context per seeded cluster; Ctrl-C to stop"))
     try:
         while not stop.wait(0.5):
             pass

@@ -30,7 +30,7 @@ def test_serve_seeds_the_fleet_and_commands_reach_it_through_the_sandbox_option(
             assert time.monotonic() < deadline, "endpoints.json never appeared"
             time.sleep(0.1)
         endpoints = json.loads(endpoints_file.read_text())
-        assert sorted(endpoints) == ["ack", "aks", "eks", "gke"]
+        assert sorted(endpoints) == ["ack", "aks", "eks", "gke", "kube"]
         assert all(url.startswith("http://127.0.0.1:") for url in endpoints.values())
 
         listed = subprocess.run(

@@ -69,9 +69,7 @@ class World:
         self.fleet = tmp_path / "fleet.yaml"
         self.fleet.write_text(fleet_text(self.suffix), encoding="utf-8")
         compiled = compile_file(self.fleet)
-        self.sandbox = Sandbox(tmp_path / "sandbox", settings).start(
-            [c.target.ref for c in compiled.clusters]
-        )
+        self.sandbox = Sandbox(tmp_path / "sandbox", settings).start([c.target for c in compiled.clusters])
         self.runner = CliRunner()
 
     def run(self, *args: str, input: str | None = None) -> Result:

@@ -1,4 +1,5 @@
-"""`provisioner sandbox serve`: one emulator per cloud on loopback, their addresses in DIR/endpoints.json."""
+"""`provisioner sandbox serve`: one emulator per cloud on loopback, their addresses in DIR/endpoints.json,
+and a Kubernetes API per seeded cluster (on one more port), its contexts in DIR/kubeconfig."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provisioner.drivers import ClusterRef
+from provisioner.drivers import Target
 from provisioner.drivers.registry import EMULATORS, load_class
 from provisioner.sandbox import Emulator
 from provisioner.sandbox.endpoints import remove_endpoints, write_endpoints
 from provisioner.sandbox.engine import Engine
+from provisioner.sandbox.kube import KUBECONFIG_FILE, KubeEmulator
 from provisioner.sandbox.wire import RunningServer, serve_in_thread
 
 
@@ -24,28 +26,40 @@ class SandboxSettings:
 
 @dataclass
 class Sandbox:
-    """Running emulators, one per cloud in the capability table."""
+    """Running emulators, one per cloud in the capability table, and the clusters' Kubernetes API
+    (`kube`, served as endpoint "kube")."""
 
     directory: Path
     settings: SandboxSettings
     engines: dict[str, Engine] = field(default_factory=dict)
     emulators: dict[str, Emulator] = field(default_factory=dict)
     servers: dict[str, RunningServer] = field(default_factory=dict)
+    kube: KubeEmulator | None = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / KUBECONFIG_FILE
 
     @property
     def endpoints(self) -> dict[str, str]:
         return {cloud: server.url for cloud, server in self.servers.items()}
 
-    def start(self, clusters: Sequence[ClusterRef] = ()) -> Sandbox:
-        """Serve every emulator; create `clusters`, each with a system pool the tool does not own."""
+    def start(self, clusters: Sequence[Target] = ()) -> Sandbox:
+        """Serve every emulator; create `clusters`, each with a system pool the tool does not own,
+        and serve each one's Kubernetes API under its fleet name, written to DIR/kubeconfig."""
         for cloud, emulator_class in EMULATORS.items():
             # Faults start after seeding, so the seed itself never fails.
             engine = Engine(op_seconds=0.0, seed=self.settings.seed)
             emulator = load_class(emulator_class)(engine, self.settings.latency_ms / 1000)
             self.engines[cloud], self.emulators[cloud] = engine, emulator
             self.servers[cloud] = serve_in_thread(emulator.app)
+        # Injected faults are the clouds' (429/503, as their APIs throttle); the Kubernetes API draws none.
+        self.kube = KubeEmulator(Engine(seed=self.settings.seed), self.settings.latency_ms / 1000)
         for cluster in clusters:
-            self.emulators[cluster.cloud].add_cluster(cluster, self.servers[cluster.cloud].url)
+            self.emulators[cluster.cloud].add_cluster(cluster.ref, self.servers[cluster.cloud].url)
+            self.kube.add_cluster(cluster, self.emulators[cluster.cloud])
+        self.servers["kube"] = serve_in_thread(self.kube.app)
+        self.kube.write_kubeconfig(self.directory, self.servers["kube"].url)
         for engine in self.engines.values():
             engine.op_seconds = self.settings.op_seconds
             engine.fault_rate = self.settings.fault_rate
@@ -54,6 +68,7 @@ class Sandbox:
 
     def stop(self) -> None:
         remove_endpoints(self.directory)
+        self.kubeconfig.unlink(missing_ok=True)
         for server in self.servers.values():
             server.stop()
         self.servers.clear()

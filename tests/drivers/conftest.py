@@ -23,7 +23,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory, contract_fleet: CompiledFl
     """All three emulators over HTTP on loopback, seeded with the contract fleet's clusters."""
     directory = tmp_path_factory.mktemp("sandbox")
     running = Sandbox(directory, SandboxSettings(op_seconds=OP_SECONDS, seed=7)).start(
-        [c.target.ref for c in contract_fleet.clusters]
+        [c.target for c in contract_fleet.clusters]
     )
     yield running
     running.stop()

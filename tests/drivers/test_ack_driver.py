@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.drivers import ClusterRef
+from provisioner.drivers import ClusterRef, Target
 from provisioner.drivers.ack import AckDriver
 from provisioner.drivers.registry import connect
 from provisioner.errors import (
@@ -77,7 +77,9 @@ SPOT = dataclasses.replace(
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     directory: Path = tmp_path_factory.mktemp("ack-sandbox")
-    running = Sandbox(directory, SandboxSettings(op_seconds=OP_SECONDS, seed=7)).start([REF])
+    running = Sandbox(directory, SandboxSettings(op_seconds=OP_SECONDS, seed=7)).start(
+        [Target(CLUSTER_ID, REF)]
+    )
     yield running
     running.stop()
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 
-from provisioner.drivers import ClusterRef
+from provisioner.drivers import ClusterRef, Target
 from provisioner.sandbox.server import Sandbox, SandboxSettings
 
 CLUSTER_ID = "c00000000000000000000000000000abc"
@@ -32,7 +32,7 @@ NAME_RULE = (
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     running = Sandbox(tmp_path_factory.mktemp("ack-emulator"), SandboxSettings(seed=3)).start(
-        [ClusterRef("ack", "", REGION, CLUSTER_ID)]
+        [Target(CLUSTER_ID, ClusterRef("ack", "", REGION, CLUSTER_ID))]
     )
     yield running
     running.stop()

@@ -24,6 +24,12 @@ class EksEmulator:
         )
         self.app: Any = responses.app(engine, self.backends, latency)
 
+    def nodegroups(self, region: str, cluster: str) -> dict[str, dict[str, Any]]:
+        """`cluster`'s node groups with nodes, as this emulator holds them (for the Kubernetes API)."""
+        from moto.core import DEFAULT_ACCOUNT_ID
+
+        return self.backends[DEFAULT_ACCOUNT_ID][region].nodegroups(cluster)
+
     def add_cluster(self, cluster: ClusterRef, url: str) -> None:
         """Create the cluster and its system node group through the API, as a user would."""
         import boto3

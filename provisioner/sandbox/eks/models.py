@@ -176,3 +176,23 @@ class EksBackend:
             raise ResourceInUseException(
                 f"Nodegroup {key[1]} is currently {transition.status}; wait until it is ACTIVE."
             )
+
+    def nodegroups(self, cluster: str) -> dict[str, dict[str, Any]]:
+        """`cluster`'s node groups that have nodes, as moto holds them (the sandbox's Kubernetes
+        API reads them): those still CREATING have none yet, those DELETING are gone from moto."""
+        from moto.eks.models import eks_backends
+
+        with self.engine.lock:
+            found = eks_backends[self.account][self.region].clusters.get(cluster)
+            groups = dict(found.nodegroups) if found is not None else {}
+            return {
+                name: {
+                    "instanceTypes": list(group.instance_types or []),
+                    "scalingConfig": dict(group.scaling_config or {}),
+                    "labels": dict(group.labels or {}),
+                    "taints": [dict(t) for t in group.taints or []],
+                    "capacityType": group.capacity_type,
+                }
+                for name, group in groups.items()
+                if (t := self.current((cluster, name))) is None or t.status != "CREATING"
+            }

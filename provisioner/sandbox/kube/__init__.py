@@ -1,0 +1,65 @@
+"""The sandbox's Kubernetes API: one API server per fleet cluster, each under its own path prefix
+on one loopback port, served by `sandbox serve` and named in DIR/kubeconfig.
+
+Split as the cloud emulators are (moto's split): `models` the state (nodes computed from the cloud
+emulators' pools, stored pods and ConfigMaps, server-side apply), `rules` what the GPU stack of
+each cloud advertises, `clouds` one adapter per cloud reading its emulator's pools, `exceptions`
+one class per Status reason, `responses` the wire format and `urls` the routes. Like the clouds'
+emulators, it imports nothing of the tool outside provisioner.sandbox at run time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from provisioner.sandbox.engine import Engine
+
+if TYPE_CHECKING:
+    from provisioner.drivers import Target
+    from provisioner.sandbox.kube.models import KubeCluster, KubeClusters
+
+KUBECONFIG_FILE = "kubeconfig"
+
+
+class KubeEmulator:
+    def __init__(self, engine: Engine, latency: float = 0.0):
+        from provisioner.sandbox.kube import responses
+        from provisioner.sandbox.kube.models import KubeClusters
+
+        self.clusters: KubeClusters = KubeClusters()
+        self.app: Any = responses.app(engine, self.clusters, latency)
+
+    def add_cluster(self, target: Target, cloud_emulator: Any) -> KubeCluster:
+        """Serve `target`'s API, its nodes read from `cloud_emulator` (the cluster's cloud's)."""
+        return self.clusters.add(target, cloud_emulator)
+
+    def cluster(self, name: str) -> KubeCluster:
+        """A cluster's state, by its fleet name (tests change what its nodes report through it)."""
+        return self.clusters[name]
+
+    def write_kubeconfig(self, directory: Path, url: str) -> Path:
+        """DIR/kubeconfig: a cluster, user and context per fleet cluster, each named as the fleet
+        names it, current-context the first; written whole then renamed."""
+        from ruamel.yaml import YAML
+
+        from provisioner.sandbox.kube.responses import TOKEN
+
+        names = list(self.clusters.clusters)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
+            "clusters": [{"name": n, "cluster": {"server": f"{url}/clusters/{n}"}} for n in names],
+            "users": [{"name": n, "user": {"token": TOKEN}} for n in names],
+            "contexts": [{"name": n, "context": {"cluster": n, "user": n}} for n in names],
+            "current-context": names[0] if names else "",
+        }
+        directory.mkdir(parents=True, exist_ok=True)
+        path, partial = directory / KUBECONFIG_FILE, directory / f".{KUBECONFIG_FILE}.partial"
+        yaml = YAML(typ="safe", pure=True)
+        yaml.default_flow_style = False
+        with partial.open("w", encoding="utf-8") as out:
+            yaml.dump(config, out)
+        partial.replace(path)
+        return path

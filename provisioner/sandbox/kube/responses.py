@@ -1,0 +1,250 @@
+"""The sandbox Kubernetes API's wire format, as the API server writes it and the official client
+reads it: objects and `<Kind>List`s with metadata.resourceVersion, errors as `Status` objects, a
+bearer token on every request, PATCH by content type (merge, strategic merge, server-side apply)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+from werkzeug.wrappers import Request, Response
+
+from provisioner.sandbox.engine import Engine
+from provisioner.sandbox.kube.exceptions import (
+    BadRequest,
+    KubeError,
+    NotFound,
+    ServiceUnavailable,
+    TooManyRequests,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from provisioner.sandbox.kube.models import KubeCluster, KubeClusters
+from provisioner.sandbox.kube.urls import ROUTES
+from provisioner.sandbox.wire import (
+    ApiError,
+    EmulatorApp,
+    MalformedBody,
+    WireErrors,
+    json_response,
+    request_json,
+)
+
+TOKEN = "sandbox"  # the static bearer token DIR/kubeconfig gives every user
+APPLY = "application/apply-patch+yaml"
+MERGE_PATCHES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+# What /version answers (version.Info); the sandbox speaks the core/v1 API of any recent release.
+VERSION = {
+    "major": "1",
+    "minor": "31",
+    "gitVersion": "v1.31.0-sandbox",
+    "gitCommit": "sandbox",
+    "gitTreeState": "clean",
+    "buildDate": "2024-08-13T00:00:00Z",
+    "goVersion": "go1.22.5",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+def app(engine: Engine, clusters: KubeClusters, latency: float = 0.0) -> EmulatorApp:
+    handlers = KubeHandlers(clusters)
+    return EmulatorApp(
+        engine,
+        routes=ROUTES,
+        handlers={rule.endpoint: handlers.checked(rule.endpoint) for rule in ROUTES.iter_rules()},
+        render_error=render_error,
+        errors=WireErrors(
+            malformed=BadRequest,
+            no_route=lambda what: NotFound("the server could not find the requested resource", {}),
+            faults={
+                429: lambda: TooManyRequests("Too many requests, please try again later.", {}),
+                503: lambda: ServiceUnavailable("the server is currently unable to handle the request", {}),
+            },
+        ),
+        latency=latency,
+    )
+
+
+def render_error(error: ApiError) -> Response:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": error.message,
+        "reason": error.code,
+        "code": error.status,
+    }
+    details = error.details if isinstance(error, KubeError) else None
+    if details is not None:
+        body["details"] = details
+    headers = {"Retry-After": f"{error.retry_after:g}"} if error.retry_after is not None else None
+    return json_response(body, error.status, headers)
+
+
+def _list(kind: str, cluster: KubeCluster, items: list[dict[str, Any]]) -> Response:
+    return json_response(
+        {
+            "kind": f"{kind}List",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": cluster.version},
+            "items": items,
+        }
+    )
+
+
+def _field_manager(request: Request) -> str:
+    """The fieldManager given, else the user agent's first word, as the API server defaults it."""
+    return request.args.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/", 1)[0]
+
+
+def _body(request: Request) -> dict[str, Any]:
+    """The request body: JSON, or YAML for an apply patch (YAML being a superset of JSON)."""
+    if request.mimetype != APPLY:
+        return request_json(request)
+    try:
+        body = YAML(typ="safe", pure=True).load(request.get_data(as_text=True) or "{}")
+    except YAMLError as exc:
+        raise MalformedBody(f"error decoding YAML: {exc}") from None
+    if not isinstance(body, dict):
+        raise MalformedBody("the apply patch must be an object")
+    return body
+
+
+class KubeHandlers:
+    def __init__(self, clusters: KubeClusters):
+        self.clusters = clusters
+
+    def checked(self, endpoint: str) -> Any:
+        handler = getattr(self, endpoint)
+
+        def check_then_handle(request: Request, cluster: str, **args: Any) -> Response:
+            if request.headers.get("Authorization", "") != f"Bearer {TOKEN}":
+                raise Unauthorized("Unauthorized")
+            return handler(request, self.clusters[cluster], **args)
+
+        return check_then_handle
+
+    def version(self, request: Request, cluster: KubeCluster) -> Response:
+        return json_response(VERSION)
+
+    # Nodes
+
+    def list_nodes(self, request: Request, cluster: KubeCluster) -> Response:
+        return _list("Node", cluster, cluster.list_nodes(request.args.get("labelSelector", "")))
+
+    def get_node(self, request: Request, cluster: KubeCluster, name: str) -> Response:
+        return json_response(cluster.node(name))
+
+    def patch_node(self, request: Request, cluster: KubeCluster, name: str) -> Response:
+        if request.mimetype not in MERGE_PATCHES:
+            raise UnsupportedMediaType(
+                f"the sandbox patches nodes with {' or '.join(MERGE_PATCHES)}, not {request.mimetype}", {}
+            )
+        return json_response(cluster.patch_node(name, request_json(request)))
+
+    def get_namespace(self, request: Request, cluster: KubeCluster, namespace: str) -> Response:
+        """Namespaces exist implicitly: every name is an Active namespace."""
+        return json_response(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": namespace},
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            }
+        )
+
+    # Pods
+
+    def list_pods(self, request: Request, cluster: KubeCluster, namespace: str | None = None) -> Response:
+        pods = cluster.list_pods(
+            namespace, request.args.get("labelSelector", ""), request.args.get("fieldSelector", "")
+        )
+        return _list("Pod", cluster, pods)
+
+    def create_pod(self, request: Request, cluster: KubeCluster, namespace: str) -> Response:
+        return json_response(cluster.create_pod(namespace, request_json(request)), 201)
+
+    def get_pod(self, request: Request, cluster: KubeCluster, namespace: str, name: str) -> Response:
+        return json_response(cluster.pod(namespace, name))
+
+    def delete_pod(self, request: Request, cluster: KubeCluster, namespace: str, name: str) -> Response:
+        return json_response(cluster.delete_pod(namespace, name))
+
+    # ConfigMaps
+
+    def list_config_maps(
+        self, request: Request, cluster: KubeCluster, namespace: str | None = None
+    ) -> Response:
+        found = cluster.list_config_maps(
+            namespace, request.args.get("labelSelector", ""), request.args.get("fieldSelector", "")
+        )
+        return _list("ConfigMap", cluster, found)
+
+    def get_config_map(self, request: Request, cluster: KubeCluster, namespace: str, name: str) -> Response:
+        return json_response(cluster.config_map(namespace, name))
+
+    def create_config_map(self, request: Request, cluster: KubeCluster, namespace: str) -> Response:
+        body = request_json(request)
+        return json_response(
+            self._maybe_dry(
+                request, cluster, lambda: cluster.create_config_map(namespace, body, _field_manager(request))
+            ),
+            201,
+        )
+
+    def replace_config_map(
+        self, request: Request, cluster: KubeCluster, namespace: str, name: str
+    ) -> Response:
+        body = request_json(request)
+        manager = _field_manager(request)
+        return json_response(
+            self._maybe_dry(
+                request, cluster, lambda: cluster.replace_config_map(namespace, name, body, manager)
+            )
+        )
+
+    def patch_config_map(self, request: Request, cluster: KubeCluster, namespace: str, name: str) -> Response:
+        body = _body(request)
+        if request.mimetype == APPLY:
+            manager = request.args.get("fieldManager")
+            if not manager:
+                raise BadRequest("PATCH with an apply patch requires the fieldManager query parameter")
+            force = request.args.get("force", "false").lower() == "true"
+            created = (namespace, name) not in cluster.config_maps
+            result = self._maybe_dry(
+                request, cluster, lambda: cluster.apply_config_map(namespace, name, body, manager, force)
+            )
+            return json_response(result, 201 if created else 200)
+        if request.mimetype in MERGE_PATCHES:
+            manager = _field_manager(request)
+            return json_response(
+                self._maybe_dry(
+                    request, cluster, lambda: cluster.merge_patch_config_map(namespace, name, body, manager)
+                )
+            )
+        raise UnsupportedMediaType(
+            f"configmaps take {APPLY}, {' or '.join(MERGE_PATCHES)}, not {request.mimetype}",
+            {},
+        )
+
+    def delete_config_map(
+        self, request: Request, cluster: KubeCluster, namespace: str, name: str
+    ) -> Response:
+        return json_response(cluster.delete_config_map(namespace, name))
+
+    @staticmethod
+    def _maybe_dry(request: Request, cluster: KubeCluster, change: Any) -> dict[str, Any]:
+        """Run `change`; with ?dryRun=All answer what it would give and keep nothing of it."""
+        if request.args.get("dryRun") != "All":
+            return change()
+        with cluster.lock:
+            saved = (copy.deepcopy(cluster.config_maps), copy.deepcopy(cluster.managed), cluster.version)
+            try:
+                return change()
+            finally:
+                cluster.config_maps, cluster.managed, cluster.version = saved
