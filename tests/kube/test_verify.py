@@ -22,7 +22,7 @@ def test_every_pool_is_ok_after_apply(applied: KubeWorld):
     assert _summary(pools) == {
         ("azure", "t4"): ("ok", 2, []),
         ("azure", "whole"): ("ok", 1, []),
-        ("gcp", "shared"): ("ok", 1, []),
+        ("gcp", "shared"): ("ok", 3, []),  # a regional cluster: the count is per zone, three zones
         ("gcp", "empty"): ("no nodes yet", 0, []),
         ("aws", "mig"): ("ok", 1, []),
         ("aws", "shared"): ("ok", 1, []),
@@ -71,8 +71,8 @@ def test_a_missing_key_is_caught_and_apply_puts_it_back(applied: KubeWorld):
         ),
         (
             second,
-            f"sharing is off: node {second} advertises nvidia.com/gpu: 1, expected nvidia.com/gpu.shared: 10; "
-            "its label names time-sliced-10, which the ConfigMap lacks",
+            f"sharing is off: node {second} advertises nvidia.com/gpu: 1, "
+            "expected nvidia.com/gpu.shared: 10; its label names time-sliced-10, which the ConfigMap lacks",
         ),
     ]
     plan = applied.run("plan", str(applied.fleet))
@@ -139,7 +139,7 @@ def test_an_unreachable_cluster_is_reported_and_the_others_go_on(applied: KubeWo
         assert message.startswith("gcp: the Kubernetes API (context gcp) is unreachable: ")
         assert "refused" in message
     others = {key: p["status"] for key, p in pools.items() if key[0] != "gcp"}
-    assert others == {key: "ok" for key in others} and len(others) == 4
+    assert others == dict.fromkeys(others, "ok") and len(others) == 4
 
 
 def test_verify_names_an_unknown_cluster(applied: KubeWorld):
