@@ -244,8 +244,14 @@ def apply_summary(result: ApplyResult) -> Text:
     if result.ok:
         lines.append(f"Apply complete: {done}.\n", style="green")
         return lines
-    failed = len(result.not_done) + sum(c.failed for c in result.config_maps)
-    lines.append(f"Apply incomplete: {done}; {failed} not done:\n", style="red")
+    # Pools are counted as the header counts them; the ConfigMaps not applied follow the pools.
+    failed_maps = sum(c.failed for c in result.config_maps)
+    missing = (
+        f"{len(result.not_done)} not done"
+        if result.not_done
+        else f"{_count(failed_maps, 'device-plugin ConfigMap')} not applied"
+    )
+    lines.append(f"Apply incomplete: {done}; {missing}:\n", style="red")
     for outcome in result.not_done:
         lines.append(f"  {outcome.cluster}/{outcome.pool} ({outcome.action}): {outcome.message}\n")
     for config_map in result.config_maps:
