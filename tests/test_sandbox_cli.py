@@ -32,6 +32,10 @@ def test_serve_seeds_the_fleet_and_commands_reach_it_through_the_sandbox_option(
         endpoints = json.loads(endpoints_file.read_text())
         assert sorted(endpoints) == ["ack", "aks", "eks", "gke", "kube"]
         assert all(url.startswith("http://127.0.0.1:") for url in endpoints.values())
+        kubeconfig = (directory / "kubeconfig").read_text()
+        for name in ("azure-ml", "gcp-ml", "aws-ml"):  # a context per seeded cluster, at its own prefix
+            assert f"server: {endpoints['kube']}/clusters/{name}\n" in kubeconfig
+            assert f"  name: {name}\n" in kubeconfig
 
         listed = subprocess.run(
             [*PROVISIONER, "pools", str(EXAMPLES / "fleet.yaml"), "--json"],
@@ -53,6 +57,9 @@ def test_serve_seeds_the_fleet_and_commands_reach_it_through_the_sandbox_option(
         server.wait(timeout=10)
     assert server.returncode == 0
     assert not (directory / "endpoints.json").exists()  # a stopped sandbox leaves no stale addresses
+    assert not (directory / "kubeconfig").exists()
+    output = server.stdout.read()
+    assert f"wrote {directory / 'kubeconfig'}: one context per seeded cluster" in output
 
 
 def test_commands_without_a_running_sandbox_say_how_to_start_one(tmp_path: Path):

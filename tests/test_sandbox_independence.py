@@ -15,9 +15,13 @@ from provisioner import hardware
 from provisioner.sandbox.aks import models as aks
 from provisioner.sandbox.eks import models as eks
 from provisioner.sandbox.gke import models as gke
+from provisioner.sandbox.kube import clouds as kube_clouds
+from provisioner.sandbox.kube import rules as kube_rules
 
 SANDBOX = Path(__file__).parents[1] / "provisioner" / "sandbox"
-EMULATOR_MODULES = sorted(p for cloud in ("aks", "gke", "eks") for p in (SANDBOX / cloud).glob("*.py"))
+EMULATOR_MODULES = sorted(
+    p for emulator in ("aks", "gke", "eks", "ack", "kube") for p in (SANDBOX / emulator).glob("*.py")
+)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -84,7 +88,7 @@ def test_emulators_import_nothing_of_the_tool(module: Path):
 
 
 def test_every_cloud_has_moto_s_split():
-    for cloud in ("aks", "gke", "eks"):
+    for cloud in ("aks", "gke", "eks", "ack", "kube"):
         assert {p.name for p in (SANDBOX / cloud).glob("*.py")} >= {
             "models.py",
             "exceptions.py",
@@ -158,3 +162,41 @@ def test_pool_names_the_tool_accepts_the_emulator_accepts(cloud: str, pattern):
     ]
     tool = DATA.clouds[cloud].pool_name_pattern
     assert [bool(tool.match(n)) for n in names] == [bool(pattern.match(n)) for n in names]
+
+
+# The Kubernetes API's hardware tables against the tool's data: the GPUs each instance type carries
+# decide what a node advertises, so a disagreement would make `verify` pass or fail wrongly.
+
+KUBE_INSTANCE_TABLES = {
+    "aks": kube_clouds.AKS_VM_SIZES,
+    "eks": kube_clouds.EKS_INSTANCE_TYPES,
+    "ack": kube_clouds.ACK_INSTANCE_TYPES,
+}
+
+
+@pytest.mark.parametrize("cloud", sorted(KUBE_INSTANCE_TABLES))
+def test_kube_nodes_carry_the_gpus_the_tool_says_each_instance_type_has(cloud: str):
+    tool = {name: (machine.gpu.key, machine.gpus) for name, machine in DATA.instance_types[cloud].items()}
+    assert KUBE_INSTANCE_TABLES[cloud] == tool
+
+
+def test_kube_knows_the_gpu_of_each_gke_accelerator_the_tool_uses():
+    tool = {m.accelerator: m.gpu.key for m in DATA.instance_types["gke"].values()}
+    assert {a: kube_clouds.GKE_ACCELERATORS[a] for a in tool} == tool
+
+
+def test_kube_mig_instances_agree_with_the_tool_s_profiles():
+    tool = {
+        key: {name: (profile.instances, profile.gi) for name, profile in gpu.mig.items()}
+        for key, gpu in DATA.gpus.items()
+        if gpu.mig
+    }
+    assert tool == kube_rules.MIG_PROFILES
+
+
+def test_kube_has_a_product_name_for_every_gpu_of_the_tool():
+    assert set(kube_rules.PRODUCTS) == set(DATA.gpus)
+
+
+def test_kube_aks_mig_profiles_name_the_gi_ids_the_tool_uses():
+    assert dict(DATA.clouds["aks"].mig_values) == kube_clouds.AKS_GPU_INSTANCE_PROFILE_GI

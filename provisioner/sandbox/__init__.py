@@ -4,6 +4,7 @@ Each emulator is split as moto splits a service: `models` (state and rules, with
 by account and location), `exceptions` (one class per cloud error code), `responses` (the wire
 format) and `urls` (the routes). `engine` and `wire` are the cloud-neutral parts (clusters, one
 pool operation per cluster at a time, operations that take time, injected faults, HTTP glue).
+`kube` serves each seeded cluster's Kubernetes API, its nodes read from the clouds' emulators.
 
 The emulators are oracles independent of the tool: their rule tables are their own, taken from
 each cloud's API reference, and they import nothing of the tool outside this package (at run

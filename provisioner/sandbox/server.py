@@ -3,6 +3,7 @@ and a Kubernetes API per seeded cluster (on one more port), its contexts in DIR/
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,10 @@ class Sandbox:
     def stop(self) -> None:
         remove_endpoints(self.directory)
         self.kubeconfig.unlink(missing_ok=True)
-        for server in self.servers.values():
-            server.stop()
+        # Each server notices a shutdown only at its next poll (half a second): stop them together.
+        stopping = [threading.Thread(target=server.stop) for server in self.servers.values()]
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join()
         self.servers.clear()
