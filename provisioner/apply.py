@@ -4,6 +4,11 @@ Before acting on a cluster, apply waits for any operation still running there (o
 left behind is waited for, never repeated), then observes again: a cluster that changed since
 the plan is refused as stale, never acted on from an outdated picture.
 
+Where the fleet's pools name device-plugin config keys, apply first server-side-applies the
+cluster's device-plugin ConfigMap (kube/configmap.py), under the same lock; a pool whose label
+names a key that could not be put in place is not created or updated, since its nodes would
+give no shares.
+
 Apply is the one layer that retries an operation: each step of an action (a replace is a delete,
 then a create) is retried on its own, and drivers never retry inside it.
 """
@@ -11,7 +16,7 @@ then a create) is retried on its own, and drivers never retry inside it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -19,7 +24,10 @@ from typing import Protocol
 from provisioner.actions import Action
 from provisioner.drivers import OPERATION_TIMEOUT, ClusterRef, Driver, wait_until
 from provisioner.errors import CloudError, NotFound, OperationFailed, ProvisionerError, StalePlan, Unreachable
+from provisioner.kube.configmap import NO_KUBE_HINT, ConfigMapPlan, install
+from provisioner.kube.contexts import KubeAccess
 from provisioner.locks import Locks
+from provisioner.nvidia import DEVICE_PLUGIN_LABEL
 from provisioner.observe import Drivers
 from provisioner.plan import Change, ClusterPlan, Plan, fingerprint
 from provisioner.pools import PoolState
@@ -38,13 +46,22 @@ class Outcome:
     unreachable: bool = False  # the cloud stayed unreachable past the outage window
 
 
+@dataclass(frozen=True)
+class ConfigMapOutcome:
+    cluster: str
+    path: str  # namespace/name
+    failed: bool  # the planned change was not made, or keys the pools need are not in place
+    message: str  # what changed, or why not
+
+
 @dataclass
 class ApplyResult:
     outcomes: list[Outcome] = field(default_factory=list)
+    config_maps: list[ConfigMapOutcome] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(o.done for o in self.outcomes)
+        return all(o.done for o in self.outcomes) and not any(c.failed for c in self.config_maps)
 
     @property
     def done(self) -> list[Outcome]:
@@ -85,38 +102,75 @@ class Applier:
     operation_timeout: float = OPERATION_TIMEOUT
     reporter: Reporter = field(default_factory=SilentReporter)
     outage_window: float = OUTAGE_WINDOW  # an unreachable cloud is given up on after this long
+    kube: KubeAccess | None = None  # None: the device-plugin ConfigMaps are not the tool's (--no-kube)
 
     def run(self, plan: Plan) -> ApplyResult:
-        work = [c for c in plan.clusters if c.changes]
+        work = [c for c in plan.clusters if c.changes or self._config_map(c) is not None]
         result = ApplyResult()
         if not work:
             return result
         self.drivers.prepare([c.target for c in work])
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(work))) as pool:
-            for outcomes in pool.map(self._run_cluster, work):
+            for outcomes, config_map in pool.map(self._run_cluster, work):
                 result.outcomes.extend(outcomes)
+                if config_map is not None:
+                    result.config_maps.append(config_map)
         return result
 
-    def _run_cluster(self, planned: ClusterPlan) -> list[Outcome]:
+    def _config_map(self, planned: ClusterPlan) -> ConfigMapPlan | None:
+        """The ConfigMap to install before the pools: where planned, and the pools need one or it changes."""
+        config_map = planned.configmap
+        if self.kube is None or config_map is None or not (config_map.pending or planned.changes):
+            return None
+        return config_map
+
+    def _run_cluster(self, planned: ClusterPlan) -> tuple[list[Outcome], ConfigMapOutcome | None]:
         target = planned.target
         driver = self.drivers(target.cloud)
+        installed: ConfigMapOutcome | None = None
         try:
             with (
                 self.locks.hold(target.ref.key, self.lock_timeout, f"cluster {target.name}"),
                 patient(Patience(self.outage_window, self._cluster_retrying(target.name))),
             ):
                 self._settle(driver, target.ref, planned)
+                blocked: Mapping[str, str] = {}
+                config_map = self._config_map(planned)
+                if config_map is not None:
+                    installed, blocked = self._install(config_map)
                 outcomes: list[Outcome] = []
                 for change in planned.changes:
                     gone = next((o for o in outcomes if o.unreachable), None)
+                    key = change.desired.label_map.get(DEVICE_PLUGIN_LABEL) if change.desired else None
                     if gone is not None:  # a cloud given up on is not waited out again per change
                         message = f"not attempted: {target.name} is unreachable"
                         outcomes.append(Outcome(target.name, change.pool, change.action, False, message))
+                    elif key in blocked:
+                        message = (
+                            f"not attempted: its label names device-plugin key {key}, which is not in "
+                            f"place, so its nodes would not share their GPUs: {blocked[key]}"
+                        )
+                        outcomes.append(Outcome(target.name, change.pool, change.action, False, message))
                     else:
                         outcomes.append(self._carry_out(driver, target.ref, change))
-                return outcomes
+                return outcomes, installed
         except ProvisionerError as error:  # the lock, the settling or the staleness check
-            return [Outcome(target.name, c.pool, c.action, False, str(error)) for c in planned.changes]
+            failed = [Outcome(target.name, c.pool, c.action, False, str(error)) for c in planned.changes]
+            return failed, installed
+
+    def _install(self, planned: ConfigMapPlan) -> tuple[ConfigMapOutcome, Mapping[str, str]]:
+        """Server-side-apply the cluster's ConfigMap; the keys the pools need that are not in place."""
+        assert self.kube is not None
+        done = install(self.kube, planned)
+        name = planned.cluster
+        if done.error is not None:
+            message = f"not applied: {done.error}; {NO_KUBE_HINT}"
+        else:
+            what = f"applied: {done.summary()}" if done.pending else "unchanged"
+            message = "; ".join([what, *done.conflicts])
+        # Unreachable where nothing was to change and no pool needs a key: said, but no failure.
+        failed = bool(done.blocked) or (done.error is not None and planned.pending)
+        return ConfigMapOutcome(name, done.path, failed, message), done.blocked
 
     def _cluster_retrying(self, cluster: str) -> Callable[[CloudError, float], None]:
         """Retries before any change starts (settling), told once per reason, not once per poll."""

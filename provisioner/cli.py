@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from provisioner import __version__
+from provisioner.commands.kube import inspect_command, kube_access, kube_options, verify_command
 from provisioner.drivers.registry import DRIVERS  # names only: no SDK behind this import
 from provisioner.errors import FleetError, ProvisionerError
 
@@ -303,6 +304,7 @@ def _drivers(sandbox: Path | None) -> Drivers:
     "--detailed-exitcode", is_flag=True, help="Exit 0 with no changes, 2 with changes, 1 on errors."
 )
 @click.option("--destroy", is_flag=True, help="Plan to delete every pool provisioner owns in these clusters.")
+@kube_options
 @_sandbox_option
 @click.pass_obj
 def plan(
@@ -313,13 +315,16 @@ def plan(
     as_json: bool,
     detailed_exitcode: bool,
     destroy: bool,
+    kubeconfig: Path | None,
+    no_kube: bool,
 ):
     """Show what apply would change: pools to create, update in place, replace or delete."""
     from provisioner import planfile, report
     from provisioner.workflow import make_plan, read_fleet
 
     compiled, text = read_fleet(fleet)
-    made = make_plan(compiled, _drivers(sandbox), destroy=destroy)
+    kube = kube_access(sandbox, kubeconfig, no_kube)
+    made = make_plan(compiled, _drivers(sandbox), destroy=destroy, kube=kube)
     if as_json:
         click.echo(json.dumps(made.json(), indent=2))
     else:
@@ -336,7 +341,7 @@ def plan(
         click.echo(f"error: {error}", err=True)
     if made.errors:
         sys.exit(1)
-    sys.exit(2 if detailed_exitcode and made.changes else 0)
+    sys.exit(2 if detailed_exitcode and made.has_changes else 0)
 
 
 def _lock_timeout_option(command):
@@ -389,6 +394,7 @@ def _catalog_option(command):
 @_lock_url_option
 @_outage_timeout_option
 @_catalog_option
+@kube_options
 @_sandbox_option
 @click.pass_obj
 def apply(
@@ -400,11 +406,17 @@ def apply(
     lock_url: str | None,
     outage_timeout: float,
     catalog_url: str | None,
+    kubeconfig: Path | None,
+    no_kube: bool,
 ) -> None:
-    """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale)."""
+    """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale).
+
+    First, in each cluster whose pools name device-plugin config keys, it server-side-applies the
+    device-plugin ConfigMap `render` prints (--no-kube: you apply it yourself)."""
     from provisioner import planfile, workflow
 
-    settings = workflow.ApplySettings(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url)
+    kube = kube_access(sandbox, kubeconfig, no_kube)
+    settings = workflow.ApplySettings(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url, kube)
     try:
         saved = planfile.load(Path(target))
     except (planfile.NotAPlan, OSError):
@@ -418,7 +430,7 @@ def apply(
             settings, target, drivers, _ConsoleView(), destroy=False, auto_approve=auto_approve
         )
     else:
-        compiled, made = workflow.replan_saved(saved, drivers)
+        compiled, made = workflow.replan_saved(saved, drivers, kube)
         ok = workflow.carry_out(settings, compiled, made, drivers, _ConsoleView())
     sys.exit(0 if ok else 1)
 
@@ -574,6 +586,10 @@ def sync(
         click.echo(f"error: {name}: {conflict}", err=True)
     if report.failed or discovery_errors or report.conflicts:
         sys.exit(1)
+
+
+main.add_command(verify_command)
+main.add_command(inspect_command)
 
 
 @main.group()

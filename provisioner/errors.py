@@ -10,6 +10,7 @@ catches the root once and prints it, never a traceback.
     ├── CatalogError        the catalog cannot be opened or written (catalog/url.py: it redacts)
     ├── StalePlan           a saved plan no longer matches the clusters
     ├── LockHeld, LockUnusable   another run holds a cluster's lock; the lock cannot be taken
+    ├── KubeUnreachable     a cluster's Kubernetes API cannot be reached (or refused us)
     └── SandboxNotRunning   --sandbox names a directory with no running sandbox
 """
 
@@ -113,6 +114,11 @@ class LockUnusable(ProvisionerError):
 
 class SandboxNotRunning(ProvisionerError):
     pass
+
+
+class KubeUnreachable(ProvisionerError):
+    """A cluster's Kubernetes API cannot be used: no context for it, no answer, or credentials
+    refused. Reported for that cluster; the other clusters go on."""
 
 
 @dataclass(frozen=True)

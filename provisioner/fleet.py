@@ -204,6 +204,7 @@ class _ClusterSpec(Spec):
 
     name: ClusterName
     pools: list[Pool] = []
+    kube_context: NonEmpty | None = Field(None, description="kubeconfig context of this cluster's API")
 
     _loc: Loc = PrivateAttr(())
     _complete: bool = PrivateAttr(True)  # False: its own fields are invalid (see _valid_parts)

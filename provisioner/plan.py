@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.actions import ACTIONS, CREATE, DELETE, REPLACE, UPDATE, Action
 from provisioner.compile import CompiledCluster, desired_state
@@ -19,6 +19,9 @@ from provisioner.drivers import Target
 from provisioner.observe import Observation
 from provisioner.pooljson import state_json, value_json
 from provisioner.pools import POOL_FIELDS, PoolState
+
+if TYPE_CHECKING:
+    from provisioner.kube.configmap import ConfigMapPlan
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class ClusterPlan:
     in_progress: tuple[str, ...] = ()  # pools with an operation still running: apply waits for them
     conflicts: tuple[Conflict, ...] = ()  # fleet pools that exist but are not the tool's: never touched
     error: str | None = None  # the cluster could not be observed
+    configmap: ConfigMapPlan | None = None  # its device-plugin ConfigMap, where planned with --kube
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,16 @@ class Plan:
     @property
     def changes(self) -> list[Change]:
         return [change for cluster in self.clusters for change in cluster.changes]
+
+    @property
+    def config_maps(self) -> list[ConfigMapPlan]:
+        """The device-plugin ConfigMaps apply would write, or could not: what plan shows of them."""
+        return [c.configmap for c in self.clusters if c.configmap is not None and c.configmap.worth_showing]
+
+    @property
+    def has_changes(self) -> bool:
+        """Pool changes, or a ConfigMap to write."""
+        return bool(self.changes) or any(c.pending for c in self.config_maps)
 
     @property
     def summary(self) -> dict[str, int]:
@@ -120,6 +134,7 @@ class Plan:
             "in_progress": [f"{c['cluster']}/{pool}" for c in clusters for pool in c["in_progress"]],
             "errors": [f"{c['cluster']}: {c['error']}" for c in clusters if c["error"]]
             + [f"{c['cluster']}: {conflict}" for c in clusters for conflict in c["conflicts"]],
+            "kube": [config_map.json() for config_map in self.config_maps],
         }
 
 

@@ -16,6 +16,7 @@ from provisioner.actions import ACTIONS
 from provisioner.apply import ApplyResult, Outcome
 from provisioner.capacity import capacity, sharing_text
 from provisioner.errors import CloudError
+from provisioner.kube.configmap import NO_KUBE_HINT, ConfigMapPlan
 from provisioner.observe import Observation
 from provisioner.plan import Change, Plan
 from provisioner.pooljson import observed_json, value_json
@@ -61,8 +62,17 @@ def plan_text(plan: Plan) -> Text:
     from Plan.view(), the data `plan --json` prints, so the two never disagree."""
     view = plan.view()
     lines = Text()
-    for cluster in view["clusters"]:
-        if not (cluster["changes"] or cluster["in_progress"] or cluster["conflicts"] or cluster["error"]):
+    # The ConfigMap a cluster needs is planned beside its pools, and shown beside them.
+    for cluster, planned in zip(view["clusters"], plan.clusters, strict=True):
+        config_map = planned.configmap
+        showing = config_map is not None and config_map.worth_showing
+        if not (
+            cluster["changes"]
+            or cluster["in_progress"]
+            or cluster["conflicts"]
+            or cluster["error"]
+            or showing
+        ):
             continue
         lines.append(cluster["cluster"], style="bold").append(f" ({cluster['cloud']})\n")
         if cluster["error"]:
@@ -71,14 +81,20 @@ def plan_text(plan: Plan) -> Text:
             lines.append(f"  … {pool}: an operation is still running; apply waits for it\n", style="dim")
         for conflict in cluster["conflicts"]:
             lines.append(f"  ! {conflict}\n", style="red")
+        if config_map is not None:
+            _config_map_lines(lines, config_map)
         for change in cluster["changes"]:
             _change_lines(lines, change)
     unobserved = [c["cluster"] for c in view["clusters"] if c["error"]]
     observed = len(view["clusters"]) - len(unobserved)
     summary = view["summary"]
-    if any(summary.values()):
+    config_maps = sum(c.pending for c in plan.config_maps)
+    if any(summary.values()) or config_maps:
         counts = ", ".join(f"{n} to {action}" for action, n in summary.items())
         lines.append(f"Plan: {counts}.\n", style="bold")
+        if config_maps:
+            what = _count(config_maps, "device-plugin ConfigMap")
+            lines.append(f"Kubernetes: {what} to apply.\n", style="bold")
     elif not unobserved:
         lines.append("No changes. The clusters match the fleet.\n", style="green")
     elif observed:
@@ -118,6 +134,29 @@ def _change_lines(lines: Text, change: dict[str, Any]) -> None:
         if f["forces_replacement"]:
             lines.append("  # forces replacement", style="magenta")
         lines.append("\n")
+
+
+def _config_map_lines(lines: Text, config_map: ConfigMapPlan) -> None:
+    """The ConfigMap as a pool change is shown: `~ configmap ns/name: keys time-sliced-10 added`."""
+    if config_map.error is not None:
+        needed = ", ".join(config_map.needed)
+        lines.append(f"  ! cannot reach the Kubernetes API: {config_map.error}\n", style="red")
+        if needed:
+            lines.append(
+                f"    pools whose label names {needed} will not be created or updated; {NO_KUBE_HINT}\n",
+                style="red",
+            )
+        return
+    for conflict in config_map.conflicts:
+        lines.append(f"  ! {conflict}\n", style="red")
+    for key, why in config_map.blocked.items():
+        blocked = f"    pools whose label names {key} will not be created or updated: {why}\n"
+        lines.append(blocked, style="red")
+    if config_map.pending:
+        sigil, style = ("+", "green") if config_map.action == "create" else ("~", "yellow")
+        lines.append(f"  {sigil} ", style=style).append(f"configmap {config_map.path}", style="bold")
+        separator = " " if config_map.action == "create" else ": "
+        lines.append(f"{separator}{config_map.summary()}\n")
 
 
 def _show(value: Any) -> str:
@@ -188,13 +227,27 @@ def _where(change: Change | Outcome) -> str:
 
 def apply_summary(result: ApplyResult) -> Text:
     lines = Text()
+    for config_map in result.config_maps:
+        style = "red" if config_map.failed else ("green" if config_map.message.startswith("applied") else "")
+        line = f"{config_map.cluster}: configmap {config_map.path}: {config_map.message}\n"
+        lines.append(line, style=style)
     counts = {action: sum(o.action == action for o in result.done) for action in ACTIONS}
     done = ", ".join(f"{n} {action.done}" for action, n in counts.items())
     if result.ok:
         lines.append(f"Apply complete: {done}.\n", style="green")
         return lines
-    lines.append(f"Apply incomplete: {done}; {len(result.not_done)} not done:\n", style="red")
+    # Pools are counted as the header counts them; the ConfigMaps not applied follow the pools.
+    failed_maps = sum(c.failed for c in result.config_maps)
+    missing = (
+        f"{len(result.not_done)} not done"
+        if result.not_done
+        else f"{_count(failed_maps, 'device-plugin ConfigMap')} not applied"
+    )
+    lines.append(f"Apply incomplete: {done}; {missing}:\n", style="red")
     for outcome in result.not_done:
         lines.append(f"  {outcome.cluster}/{outcome.pool} ({outcome.action}): {outcome.message}\n")
+    for config_map in result.config_maps:
+        if config_map.failed:
+            lines.append(f"  {config_map.cluster}: configmap {config_map.path}: {config_map.message}\n")
     lines.append("Run apply again to finish: it picks up where this one stopped.\n")
     return lines

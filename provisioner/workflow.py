@@ -5,7 +5,9 @@ sees and answers along the way goes through an ApplyView, so no step here prints
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from provisioner.compile import CompiledFleet, compile_file
 from provisioner.errors import StalePlan
+from provisioner.kube.contexts import KubeAccess
 from provisioner.observe import Drivers, observe, observe_settled
 from provisioner.plan import Plan, diff
 from provisioner.planfile import SavedPlan
@@ -22,6 +25,8 @@ if TYPE_CHECKING:  # the catalog (SQLAlchemy) is imported only where a catalog i
     from provisioner.apply import ApplyResult, Reporter
     from provisioner.catalog.store import Store
     from provisioner.catalog.sync import SyncReport
+
+MAX_PARALLEL_CLUSTERS = 32  # ConfigMaps read at once: each waits on the network
 
 
 def read_fleet(path: str) -> tuple[CompiledFleet, str]:
@@ -36,20 +41,49 @@ def make_plan(
     destroy: bool = False,
     settle: bool = False,
     on_wait: Callable[[list[str]], None] | None = None,
+    *,
+    kube: KubeAccess | None = None,
 ) -> Plan:
     """Observe every cluster at once and diff. With `settle`, first wait for operations still
-    running (apply plans from where they end, so a killed run's operation is never repeated)."""
+    running (apply plans from where they end, so a killed run's operation is never repeated).
+    With `kube`, also compare each cluster's device-plugin ConfigMap (never on destroy: the
+    tool does not remove what running nodes may still read)."""
     clusters = [c.target for c in compiled.clusters]
     observations = (
         observe_settled(clusters, drivers, on_wait=on_wait) if settle else observe(clusters, drivers)
     )
-    return diff(compiled.clusters, observations, destroy)
+    plan = diff(compiled.clusters, observations, destroy)
+    if kube is None or destroy:
+        return plan
+    return with_config_maps(plan, compiled, kube)
 
 
-def replan_saved(saved: SavedPlan, drivers: Drivers) -> tuple[CompiledFleet, Plan]:
+def with_config_maps(plan: Plan, compiled: CompiledFleet, kube: KubeAccess) -> Plan:
+    """`plan` with each observed cluster's device-plugin ConfigMap compared, all clusters at once."""
+    from provisioner.kube.configmap import observe_config_map
+
+    unobserved = {c.target.name for c in plan.clusters if c.error is not None}  # nothing planned there
+    clusters = [c for c in compiled.clusters if c.name not in unobserved]
+    if not clusters:
+        return plan
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(clusters))) as pool:
+        found = dict(
+            zip(
+                [c.name for c in clusters],
+                pool.map(lambda c: observe_config_map(kube, c), clusters),
+                strict=True,
+            )
+        )
+    planned = tuple(dataclasses.replace(c, configmap=found.get(c.target.name)) for c in plan.clusters)
+    return dataclasses.replace(plan, clusters=planned)
+
+
+def replan_saved(
+    saved: SavedPlan, drivers: Drivers, kube: KubeAccess | None = None
+) -> tuple[CompiledFleet, Plan]:
     """The saved plan made again from the clusters as they are now; StalePlan if any differs."""
     compiled = compile_file(saved.fleet_path, saved.fleet_text)
-    plan = make_plan(compiled, drivers, destroy=saved.destroy)
+    plan = make_plan(compiled, drivers, destroy=saved.destroy, kube=kube)
     changed = sorted(
         c.target.name
         for c in plan.clusters
@@ -86,6 +120,7 @@ class ApplySettings:
     catalog_url: str | None  # where given, the clusters apply touched are synced into it
     outage_timeout: float = 180.0
     lock_url: str | None = None  # PostgreSQL for locks shared across machines
+    kube: KubeAccess | None = None  # None: the device-plugin ConfigMaps are left alone (--no-kube)
 
 
 def open_catalog(sandbox: Path | None, catalog_url: str | None) -> Store:
@@ -108,10 +143,12 @@ def plan_and_carry_out(
 ) -> bool:
     """Plan from where running operations end, show it, ask, carry it out. True: all went well."""
     compiled, _ = read_fleet(fleet)
-    made = make_plan(compiled, drivers, destroy=destroy, settle=True, on_wait=view.waiting)
+    made = make_plan(
+        compiled, drivers, destroy=destroy, settle=True, on_wait=view.waiting, kube=settings.kube
+    )
     view.show_plan(made)
     view.show_errors(made.errors)
-    if not made.changes:
+    if not made.has_changes:
         return not made.errors
     if not auto_approve and not view.approve(destroy):
         return False
@@ -128,13 +165,18 @@ def carry_out(
 
     # Opened (and migrated) before any cloud is changed: a catalog that cannot be used refuses the apply.
     store = open_catalog(settings.sandbox, settings.catalog_url) if settings.catalog_url else None
-    if not made.changes:
+    if not made.has_changes:
         view.show_plan(made)
         return True
     with view.progress() as reporter:
         locks = cluster_locks(settings.sandbox, settings.catalog_url, settings.lock_url)
         applier = Applier(
-            drivers, locks, settings.lock_timeout, reporter=reporter, outage_window=settings.outage_timeout
+            drivers,
+            locks,
+            settings.lock_timeout,
+            reporter=reporter,
+            outage_window=settings.outage_timeout,
+            kube=settings.kube,
         )
         result = applier.run(made)
     view.applied(result)

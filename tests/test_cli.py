@@ -21,6 +21,7 @@ CLOUD_SDKS = (
     "alibabacloud_",
     "darabonba",
     "Tea",
+    "kubernetes",
 )
 
 
@@ -132,7 +133,14 @@ def test_schema_accepts_the_examples_and_rejects_unknown_keys():
 
 
 @pytest.mark.parametrize(
-    "args", [("--help",), ("validate", "examples/fleet.yaml"), ("render", "examples/fleet.yaml")]
+    "args",
+    [
+        ("--help",),
+        ("validate", "examples/fleet.yaml"),
+        ("render", "examples/fleet.yaml"),
+        ("verify", "--help"),
+        ("inspect", "--help"),
+    ],
 )
 def test_no_cloud_sdk_is_imported(args):
     probe = (

@@ -96,6 +96,14 @@ class MemoryScheduler:
 
 
 @dataclass(frozen=True)
+class PoolLabel:
+    """The node label a cloud puts on each node of a pool (clouds.yaml `poolLabel`)."""
+
+    key: str
+    value: Literal["name", "cloudId"]  # the pool's name, or the cloud's own ID of the pool
+
+
+@dataclass(frozen=True)
 class CloudProfile:
     key: str  # "aks"
     title: str  # "AKS"
@@ -116,6 +124,10 @@ class CloudProfile:
     scheduler: MemoryScheduler | None = None  # with sharing_via node-label
     edge_labels: Mapping[str, str] | None = None  # {model, count} label keys; None: no edge pools
     gpu_stack_note: str | None = None  # what `render` says of a GPU stack the cloud installs itself
+    # The kubeconfig context the cloud's CLI writes ({"name": ...} or {"match": glob}); empty:
+    # the fleet must name one (kubeContext).
+    kube_context: Mapping[str, str] = field(default_factory=dict)
+    pool_label: PoolLabel | None = None  # the node label naming each node's pool
 
     @property
     def edge_pools(self) -> bool:
@@ -235,6 +247,8 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         scheduler=_scheduler(row["sharing"]["scheduler"]) if "scheduler" in row["sharing"] else None,
         edge_labels=row["edgePools"]["labels"] if "edgePools" in row else None,
         gpu_stack_note=row.get("gpuStackNote"),
+        kube_context=row.get("kubeContext", {}),
+        pool_label=PoolLabel(**row["poolLabel"]) if "poolLabel" in row else None,
     )
 
 

@@ -1,0 +1,1 @@
+"""Command-line commands kept out of cli.py, each module registering its commands on `main`."""

@@ -1,0 +1,263 @@
+"""`verify` and `inspect`, the commands that look inside each cluster through its Kubernetes API,
+and the options with which plan and apply reach the clusters (`--kubeconfig`, `--no-kube`).
+
+Nothing here imports the kubernetes client: provisioner/kube does, when a command runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from provisioner.kube.contexts import KubeAccess
+    from provisioner.kube.inspect import NodeUse
+    from provisioner.kube.verify import PoolVerdict
+
+# As cli.py's: piped output gets room for whole node names rather than 80 columns.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 132)
+MAX_PARALLEL_CLUSTERS = 32
+
+_STATUS_STYLE = {"ok": "green", "no nodes yet": "dim", "degraded": "red", "unreachable": "red"}
+
+
+def _use_sandbox(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:  # given after the command name: it wins over the one before it
+        ctx.obj = value
+
+
+def sandbox_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--sandbox DIR` after the command name too, as cli.py's other commands take it."""
+    return click.option(
+        "--sandbox",
+        metavar="DIR",
+        type=click.Path(file_okay=False, path_type=Path),
+        expose_value=False,
+        callback=_use_sandbox,
+        help="As `provisioner --sandbox DIR` [env PROVISIONER_SANDBOX].",
+    )(command)
+
+
+def kubeconfig_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--kubeconfig",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="The kubeconfig whose contexts reach the clusters [default: $KUBECONFIG, else "
+        "~/.kube/config; with --sandbox DIR, DIR/kubeconfig].",
+    )(command)
+
+
+def kube_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """plan and apply: --kubeconfig, and --no-kube for clusters whose ConfigMaps GitOps applies."""
+    command = click.option(
+        "--no-kube",
+        is_flag=True,
+        help="Do not read or write the clusters' device-plugin ConfigMaps (you apply what "
+        "`render` prints yourself, e.g. through GitOps).",
+    )(command)
+    return kubeconfig_option(command)
+
+
+def kube_access(sandbox: Path | None, kubeconfig: Path | None, no_kube: bool = False) -> KubeAccess | None:
+    """How plan and apply reach the clusters' Kubernetes APIs; None with --no-kube."""
+    from provisioner.kube.contexts import KubeAccess
+
+    return None if no_kube else KubeAccess(kubeconfig, sandbox)
+
+
+def _in_parallel(work: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(items))) as pool:
+        return list(pool.map(work, items))
+
+
+@click.command("verify")
+@click.argument("fleet")
+@click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@kubeconfig_option
+@sandbox_option
+@click.pass_obj
+def verify_command(
+    sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: bool, kubeconfig: Path | None
+) -> None:
+    """Check inside each cluster that every pool's nodes really give what the fleet promises.
+
+    Per pool: its nodes carry the pool's labels and taints, MIG has finished, the device-plugin
+    ConfigMap holds the key each label names with the right replicas, and each node advertises
+    the slices the compiler promises. Exit 0 when nothing is degraded or unreachable, else 1.
+    """
+    from provisioner.compile import compile_file
+    from provisioner.kube.contexts import KubeAccess
+    from provisioner.kube.verify import verify_fleet
+    from provisioner.observe import Drivers
+
+    compiled = compile_file(fleet)
+    clusters = [c for c in compiled.clusters if cluster_name in (None, c.name)]
+    if not clusters:
+        names = ", ".join(c.name for c in compiled.clusters)
+        raise click.ClickException(f"no cluster {cluster_name!r} in {fleet}; clusters: {names}")
+    verdicts = verify_fleet(clusters, KubeAccess(kubeconfig, sandbox), Drivers(sandbox))
+    if as_json:
+        click.echo(json.dumps({"pools": [v.json() for v in verdicts]}, indent=2))
+    else:
+        _print_verdicts(verdicts)
+    sys.exit(1 if any(v.status in ("degraded", "unreachable") for v in verdicts) else 0)
+
+
+def _print_verdicts(verdicts: Sequence[PoolVerdict]) -> None:
+    table = Table(title="Pools in their clusters", title_justify="left")
+    for column in ("cluster", "pool", "status", "nodes"):
+        table.add_column(column)
+    for v in verdicts:
+        status = f"[{_STATUS_STYLE[v.status]}]{v.status}[/]"
+        table.add_row(escape(v.cluster), escape(v.pool), status, str(v.nodes))
+    out.print(table)
+    for v in verdicts:
+        for problem in v.problems:
+            where = f"{v.cluster}/{v.pool}" + (f" {problem.node}" if problem.node else "")
+            out.print(f"[red]✗[/] {escape(where)}: {escape(problem.message)}")
+    bad = sum(v.status in ("degraded", "unreachable") for v in verdicts)
+    if bad:
+        out.print(f"[red]{bad} of {len(verdicts)} pools degraded or unreachable.[/]")
+    else:
+        out.print(f"[green]All {len(verdicts)} pools give what the fleet promises (or have no nodes yet).[/]")
+
+
+@click.command("inspect")
+@click.argument("fleet", required=False)
+@click.option(
+    "--cluster",
+    "cluster_name",
+    metavar="NAME",
+    help="Only this cluster (without FLEET: this kubeconfig context).",
+)
+@click.option("-d", "--details", is_flag=True, help="Also the pods holding each node's GPU resources.")
+@click.option("--json", "as_json", is_flag=True, help="Print the allocation as JSON.")
+@kubeconfig_option
+@sandbox_option
+@click.pass_obj
+def inspect_command(
+    sandbox: Path | None,
+    *,
+    fleet: str | None,
+    cluster_name: str | None,
+    details: bool,
+    as_json: bool,
+    kubeconfig: Path | None,
+) -> None:
+    """Allocated / total GPU resources per node, pool and cluster, like `kubectl inspect cgpu`.
+
+    Allocation is the sum of the requests of the pods bound to a node and not finished. Without
+    FLEET, every context of the kubeconfig is a cluster.
+    """
+    from provisioner.errors import CloudError, KubeUnreachable
+    from provisioner.kube.contexts import KubeAccess
+    from provisioner.kube.inspect import inspect_cluster, totals
+
+    access = KubeAccess(kubeconfig, sandbox)
+    targets = _inspect_targets(access, fleet, cluster_name, sandbox)
+
+    def one(target: tuple[str, Callable[[], Any], Sequence[str], Callable[[], dict[str, str]]]):
+        name, connect, label_keys, pool_names = target
+        try:
+            with connect() as kube:
+                return inspect_cluster(kube, label_keys, pool_names()), None
+        except KubeUnreachable as error:
+            return [], (name, str(error))
+        except CloudError as error:  # the cloud's listing of pool IDs (ACK): reported for that cluster
+            return [], (name, f"{name}: {error}")
+
+    results = _in_parallel(one, targets)
+    uses: list[NodeUse] = [u for found, _ in results for u in found]
+    errors = [e for _, e in results if e is not None]
+    if as_json:
+        document = {
+            "nodes": [u.json(details) for u in uses],
+            "pools": totals(uses, ("cluster", "pool")),
+            "clusters": totals(uses, ("cluster",)),
+            "errors": [{"cluster": name, "message": message} for name, message in errors],
+        }
+        click.echo(json.dumps(document, indent=2))
+    else:
+        _print_uses(uses, details, totals)
+    for _name, message in errors:
+        click.echo(f"error: {message}", err=True)
+    if errors:
+        sys.exit(1)
+
+
+def _inspect_targets(access: KubeAccess, fleet: str | None, cluster_name: str | None, sandbox: Path | None):
+    """(name, connect, pool label keys, pool ID -> name) per cluster to inspect."""
+    from provisioner import hardware
+    from provisioner.kube.inspect import all_pool_label_keys
+
+    if fleet is None:
+        contexts = access.contexts()
+        if cluster_name is not None and cluster_name not in contexts:
+            raise click.ClickException(
+                f"no context {cluster_name!r} in {access.config_file}; contexts: {', '.join(contexts)}"
+            )
+        chosen = [c for c in contexts if cluster_name in (None, c)]
+        keys = all_pool_label_keys()
+        return [(c, lambda c=c: access.connect(c, c), keys, dict) for c in chosen]
+
+    from provisioner.fleet import load
+    from provisioner.observe import Drivers
+
+    clusters = [c for c in load(fleet).clusters if cluster_name in (None, c.name)]
+    if not clusters:
+        raise click.ClickException(f"no cluster {cluster_name!r} in {fleet}")
+    drivers = Drivers(sandbox)
+    targets = []
+    for cluster in clusters:
+        label = hardware.load().clouds[cluster.cloud].pool_label
+        keys = [label.key] if label is not None else all_pool_label_keys()
+
+        def names(cluster: Any = cluster, label: Any = label) -> dict[str, str]:
+            if label is None or label.value != "cloudId":
+                return {}
+            pools = drivers(cluster.cloud).list_pools(cluster.ref)
+            return {p.cloud_id: p.name for p in pools if p.cloud_id}
+
+        targets.append((cluster.name, lambda cluster=cluster: access.for_cluster(cluster), keys, names))
+    return targets
+
+
+def _print_uses(uses: Sequence[NodeUse], details: bool, totals: Callable[..., list[dict[str, Any]]]) -> None:
+    if not uses:
+        out.print("No node advertises a GPU resource.")
+        return
+    table = Table(title="GPU allocation per node", title_justify="left")
+    for column in ("cluster", "pool", "node", "resource", "allocated / total"):
+        table.add_column(column)
+    for use in uses:
+        row = (use.cluster, use.pool, use.node, use.resource, f"{use.allocated} / {use.total}")
+        table.add_row(*map(escape, row))
+        if details:
+            for pod, amount in use.pods:
+                table.add_row("", "", "", escape(f"  {pod}"), f"[dim]{amount}[/]")
+    out.print(table)
+    for title, by in (("Per pool", ("cluster", "pool")), ("Per cluster", ("cluster",))):
+        summary = Table(title=title, title_justify="left")
+        for column in (*by, "resource", "nodes", "allocated / total"):
+            summary.add_column(column)
+        for row in totals(uses, by):
+            cells = (
+                *(row[f] for f in by),
+                row["resource"],
+                str(row["nodes"]),
+                f"{row['allocated']} / {row['total']}",
+            )
+            summary.add_row(*map(escape, cells))
+        out.print(summary)

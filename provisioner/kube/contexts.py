@@ -1,0 +1,175 @@
+"""Which kubeconfig context reaches each fleet cluster, and a small client for that cluster.
+
+A fleet cluster may name its context (`kubeContext`); otherwise it is the context the cloud's
+own CLI writes (`kubeContext` in hardware/clouds.yaml). The kubeconfig is --kubeconfig, else
+DIR/kubeconfig under --sandbox DIR (one context per fleet cluster, named as the cluster), else
+$KUBECONFIG (a list of files, as kubectl merges them), else ~/.kube/config.
+
+Everything the `kubernetes` client raises is turned into KubeUnreachable here, naming the
+cluster; callers report it for that cluster and go on with the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from provisioner import hardware
+from provisioner.drivers import import_sdk
+from provisioner.errors import KubeUnreachable
+
+CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0  # seconds per request
+FIELD_MANAGER = "provisioner"  # server-side apply's field manager: how the tool knows what it wrote
+
+
+@dataclass(frozen=True)
+class KubeAccess:
+    """Where the kubeconfig is, and whether the sandbox's stands in for it."""
+
+    kubeconfig: Path | None = None  # --kubeconfig
+    sandbox: Path | None = None  # --sandbox DIR: DIR/kubeconfig, contexts named as fleet clusters
+
+    @property
+    def config_file(self) -> str:
+        if self.kubeconfig is not None:
+            return str(self.kubeconfig)
+        if self.sandbox is not None:
+            return str(self.sandbox / "kubeconfig")
+        # Read now, not at import (the client's own default is fixed when it is imported).
+        return os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+
+    def contexts(self) -> list[str]:
+        """Every context of the kubeconfig, in its order; KubeUnreachable where there is none."""
+        import_sdk("kubernetes.config")
+        from kubernetes import config
+
+        try:
+            found, _active = config.list_kube_config_contexts(self.config_file)
+        except (config.ConfigException, OSError, ValueError) as exc:
+            raise KubeUnreachable(f"cannot read the kubeconfig {self.config_file}: {_words(exc)}") from None
+        return [c["name"] for c in found or []]
+
+    def context_for(self, cluster: Any) -> str:
+        """The context that reaches fleet cluster `cluster`; KubeUnreachable naming it where none does."""
+        if self.sandbox is not None:  # the sandbox names each context as the fleet names the cluster
+            return cluster.name
+        if cluster.kube_context:
+            return cluster.kube_context
+        rule = hardware.load().clouds[cluster.cloud].kube_context
+        fields = {name: value for name, value in cluster if isinstance(value, str)}
+        if "name" in rule:
+            return rule["name"].format(**fields)
+        if "match" in rule:
+            pattern = rule["match"].format(**fields)
+            matching = [c for c in self.contexts() if fnmatch.fnmatchcase(c, pattern)]
+            if len(matching) == 1:
+                return matching[0]
+            found = f"{len(matching)} contexts match ({', '.join(matching)})" if matching else "no context"
+            raise KubeUnreachable(
+                f"{cluster.name}: {found} in {self.config_file} matches {pattern}; "
+                f"name its context with kubeContext in the fleet"
+            )
+        title = hardware.load().clouds[cluster.cloud].title
+        raise KubeUnreachable(
+            f"{cluster.name}: {title} writes no kubeconfig context the tool can find by itself; "
+            "name the cluster's context with kubeContext in the fleet (kubeContext is required on "
+            f"{title})"
+        )
+
+    def connect(self, name: str, context: str) -> Kube:
+        """A client for the cluster the fleet calls `name`, through `context`."""
+        import_sdk("kubernetes.client", "kubernetes.config")
+        from kubernetes import client, config
+
+        try:
+            api = config.new_client_from_config(config_file=self.config_file, context=context)
+        except (config.ConfigException, OSError, ValueError) as exc:
+            raise KubeUnreachable(
+                f"{name}: no usable context {context!r} in {self.config_file}: {_words(exc)}"
+            ) from None
+        api.configuration.retries = 1  # one more try at a dropped connection; no answer is no answer
+        return Kube(name, context, client.CoreV1Api(api))
+
+    def for_cluster(self, cluster: Any) -> Kube:
+        return self.connect(cluster.name, self.context_for(cluster))
+
+
+class Kube:
+    """One cluster's API, as plain JSON dicts (what the API server sends, without the client's
+    model classes); every failure a KubeUnreachable naming the cluster, a 404 on a get None."""
+
+    def __init__(self, name: str, context: str, core: Any):
+        self.name, self.context, self._core = name, context, core
+
+    def close(self) -> None:
+        self._core.api_client.close()
+
+    def __enter__(self) -> Kube:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        return self._call(self._core.list_node, **kwargs).get("items", [])
+
+    def pods(self, field_selector: str | None = None) -> list[dict[str, Any]]:
+        kwargs = {"field_selector": field_selector} if field_selector else {}
+        return self._call(self._core.list_pod_for_all_namespaces, **kwargs).get("items", [])
+
+    def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._call(self._core.read_namespaced_config_map, name, namespace, missing_ok=True)
+
+    def apply_config_map(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply of `body` as field manager `provisioner` (force: the tool's own
+        fields are the tool's; the caller leaves out every field another manager owns)."""
+        meta = body["metadata"]
+        return self._call(
+            self._core.patch_namespaced_config_map,
+            meta["name"],
+            meta["namespace"],
+            body,
+            field_manager=FIELD_MANAGER,
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+
+    def _call(self, method: Any, *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            response = method(
+                *args, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), **kwargs
+            )
+            return json.loads(response.data or b"{}")
+        except ApiException as exc:
+            if exc.status == 404 and missing_ok:
+                return None
+            raise KubeUnreachable(f"{self.name}: the Kubernetes API answered {_api_error(exc)}") from None
+        except (HTTPError, OSError, ValueError) as exc:
+            raise KubeUnreachable(
+                f"{self.name}: the Kubernetes API (context {self.context}) is unreachable: {_words(exc)}"
+            ) from None
+
+
+def _api_error(exc: Any) -> str:
+    """`403 Forbidden: <the API server's message>`: the Status object's message where it sent one."""
+    message = ""
+    with contextlib.suppress(ValueError, AttributeError):
+        message = json.loads(exc.body or "{}").get("message", "")
+    return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
+
+
+def _words(exc: BaseException) -> str:
+    """An exception's text on one line, without the client's object reprs."""
+    reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError carries the real cause
+    text = re.sub(r"<[^<>]* object at 0x[0-9a-f]+>:?\s*", "", str(reason if reason is not None else exc))
+    return " ".join(text.split())[:300]
