@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from provisioner import hardware
 from provisioner.hardware import CloudProfile, Gpu, MigProfile
-from provisioner.nvidia import read_isolation, read_mig, read_sharing
+from provisioner.nvidia import GPU_RESOURCE, SHARED_GPU_RESOURCE, read_isolation, read_mig, read_sharing
 from provisioner.pools import PoolState
 
 # What a slice isolates from the other slices of its GPU, weakest first (placement compares them):
@@ -35,6 +35,7 @@ class Capacity:
     memory_per_slice_gb: float | None
     isolation: str = "hardware"  # one of ISOLATION_LEVELS
     slice_unit: str = "slice"  # slice, or GiB where a scheduler shares GPU memory
+    resource: str = GPU_RESOURCE  # what the nodes advertise and pods request, counted in slice_unit
 
 
 def capacity(cloud: str, state: PoolState) -> Capacity:
@@ -55,6 +56,7 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
             memory_per_slice_gb=round(2**30 / 10**9, 2),  # a slice is one GiB
             isolation=read_isolation(profile, state) or "none",
             slice_unit="GiB",
+            resource=profile.scheduler.resource,
         )
     mig = read_mig(profile, gpu, state)
     return Capacity(
@@ -66,6 +68,8 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
         slices_per_node=state.gpus_per_node * slices_per_gpu(mig, replicas),
         memory_per_slice_gb=memory_per_slice_gb(gpu, mig, replicas),
         isolation=SHARING_ISOLATION[sharing],
+        # The NVIDIA device plugin renames what it shares; a cloud sharing GPUs itself keeps the name.
+        resource=SHARED_GPU_RESOURCE if replicas and profile.sharing_via == "device-plugin" else GPU_RESOURCE,
     )
 
 

@@ -530,6 +530,7 @@ def _shard(value: str | None) -> tuple[int, int] | None:
 )
 @click.option("--shard", metavar="I/N", help="Only the clusters whose stable hash falls in shard I of N.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@kube_options
 @_sandbox_option
 @click.pass_obj
 def sync(
@@ -540,8 +541,11 @@ def sync(
     discover: bool,
     shard: str | None,
     as_json: bool,
+    kubeconfig: Path | None,
+    no_kube: bool,
 ) -> None:
-    """Observe every cluster at once and write what it holds into the catalog."""
+    """Observe every cluster at once and write what it holds into the catalog, with what each
+    pool's nodes advertise and pods hold where the cluster's Kubernetes API answers."""
     from provisioner.catalog import sync as syncing
     from provisioner.catalog.url import redacted
     from provisioner.catalog.views import drift_lines
@@ -552,7 +556,8 @@ def sync(
     store = _store(sandbox, catalog_url)
     drivers = _drivers(sandbox)
     found, discovery_errors = syncing.discover(compiled.clusters, drivers) if discover else ([], {})
-    report = syncing.sync(compiled.clusters, drivers, store, shard=shard_range, discovered=found)
+    kube = kube_access(sandbox, kubeconfig, no_kube)
+    report = syncing.sync(compiled.clusters, drivers, store, shard=shard_range, discovered=found, kube=kube)
     drift = drift_lines(report.drift)
     if as_json:
         document = {
@@ -560,6 +565,7 @@ def sync(
             "failed": report.failed,
             "discovery_failed": discovery_errors,
             "pools": report.pools,
+            "allocation_stale": report.allocation_stale,
             "drift": [
                 {"cluster": c, "pool": d.pool, "kind": d.kind, "fields": d.fields}
                 for c, ds in report.drift.items()
@@ -575,6 +581,8 @@ def sync(
         )
         for line in drift:
             out.print(f"[yellow]drift[/] {escape(line)}", highlight=False, markup=True)
+    for name, error in report.allocation_stale.items():
+        click.echo(f"warning: {error}; {name}'s allocation figures are kept, marked stale", err=True)
     for scope, error in discovery_errors.items():
         click.echo(f"error: discovering clusters in {scope}: {error}", err=True)
     for name, error in report.failed.items():

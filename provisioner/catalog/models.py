@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -67,6 +67,13 @@ class PoolRow(Base):
     first_seen: Mapped[datetime]
     last_seen: Mapped[datetime]
     deleted_at: Mapped[datetime | None] = mapped_column(index=True)  # None: live
+    # What Kubernetes says of the pool (sync reads it where the cluster's API answers): nodes seen,
+    # slices (in slice_unit) advertised and allocated to pods; stale: the API did not answer since.
+    k8s_nodes: Mapped[int | None]
+    slices_advertised: Mapped[int | None]
+    slices_allocated: Mapped[int | None]
+    allocation_at: Mapped[datetime | None]
+    allocation_stale: Mapped[bool] = mapped_column(server_default=false())
 
 
 class SyncRunRow(Base):

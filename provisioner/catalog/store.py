@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,6 +66,15 @@ class ClusterIdentity:
 class ObservedPool:
     state: PoolState
     capacity: Capacity
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What Kubernetes says of a pool: its nodes, and the slices they advertise and pods hold."""
+
+    nodes: int
+    advertised: int
+    allocated: int
 
 
 @dataclass(frozen=True)
@@ -160,8 +169,12 @@ class Store:
         pools: Sequence[ObservedPool],
         drift: Sequence[DriftFinding],
         observed_at: datetime,
+        allocation: Mapping[str, Allocation] | None = None,
     ) -> bool:
-        """Write one cluster's listing in one transaction; False if a newer listing is stored."""
+        """Write one cluster's listing in one transaction; False if a newer listing is stored.
+
+        `allocation`, per pool name, is what the cluster's Kubernetes API said; None where it could
+        not be asked: the figures stored before are kept, marked stale."""
         with self._writer, self.engine.begin() as conn:
             cluster_id, stored_at = self._upsert_cluster(conn, identity)
             if stored_at is not None and stored_at > observed_at:
@@ -169,6 +182,22 @@ class Store:
             conn.execute(self._sql.cluster_ok, {"cid": cluster_id, "observed_at": observed_at, "now": now()})
             if pools:
                 conn.execute(self._sql.pool_upsert, [_pool_values(cluster_id, p, observed_at) for p in pools])
+            if allocation is None:
+                conn.execute(self._sql.allocation_stale, {"cid": cluster_id})
+            else:
+                rows = [
+                    {
+                        "cid": cluster_id,
+                        "pool": name,
+                        "nodes": a.nodes,
+                        "advertised": a.advertised,
+                        "allocated": a.allocated,
+                        "at": observed_at,
+                    }
+                    for name, a in allocation.items()
+                ]
+                if rows:
+                    conn.execute(self._sql.allocation, rows)
             seen = {"cid": cluster_id, "seen": [p.state.name for p in pools], "observed_at": observed_at}
             conn.execute(self._sql.pools_gone, seen)
             conn.execute(self._sql.drift_clear, {"cid": cluster_id})
@@ -286,7 +315,7 @@ class _Statements:
         values = [
             c.name
             for c in PoolRow.__table__.columns
-            if c.name not in ("id", "cluster_id", "name", "first_seen", "deleted_at")
+            if c.name not in ("id", "cluster_id", "name", "first_seen", "deleted_at", *_ALLOCATION)
         ]
         # A pool that comes back after being deleted is a new pool: it is first seen again now.
         revived = case((PoolRow.deleted_at.is_not(None), pool.excluded.first_seen), else_=PoolRow.first_seen)
@@ -308,9 +337,27 @@ class _Statements:
             .values(deleted_at=bindparam("observed_at"))
         )
         self.drift_clear = delete(DriftRow).where(DriftRow.cluster_id == bindparam("cid"))
+        self.allocation = (
+            update(PoolRow)
+            .where(PoolRow.cluster_id == bindparam("cid"), PoolRow.name == bindparam("pool"))
+            .values(
+                k8s_nodes=bindparam("nodes"),
+                slices_advertised=bindparam("advertised"),
+                slices_allocated=bindparam("allocated"),
+                allocation_at=bindparam("at"),
+                allocation_stale=False,
+            )
+        )
+        self.allocation_stale = (
+            update(PoolRow)
+            .where(PoolRow.cluster_id == bindparam("cid"), PoolRow.allocation_at.is_not(None))
+            .values(allocation_stale=True)
+        )
         self.drift_insert = insert(DriftRow)
 
 
+# Written by the allocation statements, after the listing's upsert (which leaves them as they were).
+_ALLOCATION = ("k8s_nodes", "slices_advertised", "slices_allocated", "allocation_at", "allocation_stale")
 # The pool table's columns for the keys of a pool's JSON (pooljson.observed_json) it names otherwise.
 _COLUMN_OF = {"pool": "name", "gpu": "gpu_model", "mig": "mig_profile"}
 _KEY_OF = {column: key for key, column in _COLUMN_OF.items()}
@@ -318,7 +365,7 @@ _KEY_OF = {column: key for key, column in _COLUMN_OF.items()}
 _LISTED = tuple(
     c.name
     for c in PoolRow.__table__.columns
-    if c.name not in ("id", "cluster_id", "first_seen", "last_seen", "deleted_at")
+    if c.name not in ("id", "cluster_id", "first_seen", "last_seen", "deleted_at", *_ALLOCATION)
 )
 
 
@@ -358,6 +405,11 @@ def _pool_dict(row: Any) -> dict[str, Any]:
         "last_seen": _iso(pool["last_seen"]),
         "deleted_at": _iso(pool["deleted_at"]),
         "cluster_status": pool["cluster_status"],
+        "k8s_nodes": pool["k8s_nodes"],
+        "slices_advertised": pool["slices_advertised"],
+        "slices_allocated": pool["slices_allocated"],
+        "allocation_at": _iso(pool["allocation_at"]),
+        "allocation_stale": pool["allocation_stale"],
     }
 
 

@@ -11,17 +11,29 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from provisioner.capacity import capacity
-from provisioner.catalog.store import ClusterIdentity, DriftFinding, ObservedPool, Store, now, reason_of
+from provisioner.catalog.store import (
+    Allocation,
+    ClusterIdentity,
+    DriftFinding,
+    ObservedPool,
+    Store,
+    now,
+    reason_of,
+)
 from provisioner.compile import CompiledCluster
 from provisioner.drivers import ClusterRef, Target
-from provisioner.errors import CloudError
+from provisioner.errors import CloudError, KubeUnreachable
 from provisioner.observe import Drivers, Observation, observe
 from provisioner.plan import diff_cluster
 from provisioner.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from provisioner.kube.contexts import KubeAccess
 
 
 @dataclass
@@ -33,6 +45,8 @@ class SyncReport:
     pools: int = 0
     wall_seconds: float = 0.0
     write_seconds: float = 0.0  # summed over the clusters' transactions (writers overlap)
+    # Clusters whose Kubernetes API did not answer: their allocation figures are kept, marked stale.
+    allocation_stale: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -90,9 +104,11 @@ def sync(
     shard: tuple[int, int] | None = None,
     discovered: Sequence[Target] = (),
     policy: RetryPolicy | None = None,
+    kube: KubeAccess | None = None,
 ) -> SyncReport:
     """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each in its
-    own transaction as soon as it is listed."""
+    own transaction as soon as it is listed. With `kube`, each fleet cluster's Kubernetes API is
+    asked too, for what its pools' nodes advertise and what pods hold (allocation)."""
     mine = [c for c in compiled if in_shard(c.name, shard)]
     extra = [c for c in discovered if in_shard(c.name, shard)]
     report = SyncReport(store.start_run(f"{shard[0]}/{shard[1]}" if shard else None))
@@ -119,8 +135,12 @@ def sync(
         if fleet_entry is None:  # discovered: its GPU pools only
             pools = [p for p in pools if p.capacity.gpu_model is not None]
         drift = drift_of(fleet_entry, observation) if fleet_entry is not None else []
+        allocation, unasked = _ask(kube, fleet_entry, pools)
+        if unasked is not None:
+            with lock:
+                report.allocation_stale[cluster.name] = unasked
         try:
-            store.record_cluster(who, pools, drift, now())
+            store.record_cluster(who, pools, drift, now(), allocation)
         except SQLAlchemyError as error:  # its transaction rolled back: its rows are as they were
             failed(who, f"cannot write to the catalog: {reason_of(error)}", started)
             return
@@ -152,6 +172,41 @@ def sync(
                 error=crash,
             )
     return report
+
+
+def _ask(
+    kube: KubeAccess | None, entry: CompiledCluster | None, pools: Sequence[ObservedPool]
+) -> tuple[dict[str, Allocation] | None, str | None]:
+    """The cluster's allocation, or None and why its Kubernetes API could not say (discovered
+    clusters have no kubeconfig context the fleet names: they are not asked)."""
+    if kube is None or entry is None:
+        return None, None
+    try:
+        return allocation_of(kube, entry, pools), None
+    except KubeUnreachable as error:
+        return None, str(error)
+
+
+def allocation_of(
+    kube: KubeAccess, entry: CompiledCluster, pools: Sequence[ObservedPool]
+) -> dict[str, Allocation]:
+    """Per pool: its nodes that advertise GPUs, and the slices they advertise and pods hold, in
+    the pool's own unit (the resource its capacity names: nvidia.com/gpu.shared, aliyun.com/gpu-mem...)."""
+    from provisioner.kube.inspect import all_pool_label_keys, inspect_cluster
+
+    ids = {p.state.cloud_id: p.state.name for p in pools if p.state.cloud_id}  # ACK labels nodes by ID
+    with kube.for_cluster(entry.cluster) as client:
+        uses = inspect_cluster(client, all_pool_label_keys(), ids)
+    found = {}
+    for observed in pools:
+        name, resource = observed.state.name, observed.capacity.resource
+        counted = [u for u in uses if u.pool == name and u.resource == resource]
+        found[name] = Allocation(
+            nodes=len({u.node for u in uses if u.pool == name}),
+            advertised=int(sum(u.total for u in counted)),
+            allocated=int(sum(u.allocated for u in counted)),
+        )
+    return found
 
 
 def discover(

@@ -88,6 +88,10 @@ def capacity_rows(pools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "slices_now": None if now is None else now * p["slices_per_node"],
                 "gpus_max": largest * p["gpus_per_node"],
                 "slices_max": largest * p["slices_per_node"],
+                # What Kubernetes said at the last sync that could ask it (None: never asked).
+                "slices_advertised": p["slices_advertised"],
+                "slices_allocated": p["slices_allocated"],
+                "allocation_stale": p["allocation_stale"],
             }
         )
     return rows
@@ -102,6 +106,14 @@ def _slices_total(rows: Sequence[dict[str, Any]]) -> str:
             now, most = sum(r["slices_now"] or 0 for r in mine), sum(r["slices_max"] for r in mine)
             parts.append(f"{now} / {most}" + (" GiB" if unit == "GiB" else ""))
     return "; ".join(parts) or "0 / 0"
+
+
+def _in_use(row: dict[str, Any]) -> str:
+    """Slices pods hold of those the nodes advertise, as the last sync saw them in Kubernetes."""
+    if row["slices_advertised"] is None:
+        return "?"
+    stale = " (stale)" if row["allocation_stale"] else ""
+    return f"{row['slices_allocated']} / {row['slices_advertised']}{stale}"
 
 
 def _in_unit(slices: int, unit: str) -> str:
@@ -120,6 +132,7 @@ def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
         ("slices/node", "", "right"),
         ("GPUs", f"{totals['gpus_now']} / {totals['gpus_max']}", "right"),
         ("slices", _slices_total(rows), "right"),
+        ("in use", "", "right"),
     ]
     for header, footer, justify in columns:
         table.add_column(header, footer=footer, justify=justify)  # type: ignore[arg-type]
@@ -133,6 +146,7 @@ def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
             _in_unit(r["slices_per_node"], r["slice_unit"]),
             f"{_maybe(r['gpus_now'])} / {r['gpus_max']}",
             f"{_maybe(r['slices_now'])} / {r['slices_max']}" + (" GiB" if r["slice_unit"] == "GiB" else ""),
+            _in_use(r),
         )
     return table
 
