@@ -96,6 +96,21 @@ class MemoryScheduler:
 
 
 @dataclass(frozen=True)
+class PlacementRules:
+    """What a pod needs to land on one of a cloud's pools (clouds.yaml `placement`)."""
+
+    pool_label: str  # the node label that names the pool
+    pool_label_value: Literal["name", "cloudId"]  # the pool's name, or the cloud's own pool ID
+    mig_label: str | None = None  # a node label MIG pods select with the partition size
+    sharing_strategy_label: str | None = None  # a node label shared-GPU pods select ...
+    sharing_strategy_values: Mapping[str, str] = field(default_factory=dict)  # ... sharing mode -> value
+    sharing_clients_label: str | None = None  # ... and one with the clients per GPU
+    pod_spec: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # sharing mode -> fields
+    compute_share_isolation: str | None = None  # on memory-scheduler pools of this isolation ...
+    compute_share_resource: str | None = None  # ... pods also request this percentage of a GPU
+
+
+@dataclass(frozen=True)
 class CloudProfile:
     key: str  # "aks"
     title: str  # "AKS"
@@ -116,6 +131,7 @@ class CloudProfile:
     scheduler: MemoryScheduler | None = None  # with sharing_via node-label
     edge_labels: Mapping[str, str] | None = None  # {model, count} label keys; None: no edge pools
     gpu_stack_note: str | None = None  # what `render` says of a GPU stack the cloud installs itself
+    placement: PlacementRules | None = None  # None: the tool cannot place pods on this cloud's pools
 
     @property
     def edge_pools(self) -> bool:
@@ -235,6 +251,23 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         scheduler=_scheduler(row["sharing"]["scheduler"]) if "scheduler" in row["sharing"] else None,
         edge_labels=row["edgePools"]["labels"] if "edgePools" in row else None,
         gpu_stack_note=row.get("gpuStackNote"),
+        placement=_placement(row["placement"]) if "placement" in row else None,
+    )
+
+
+def _placement(row: Mapping[str, Any]) -> PlacementRules:
+    sharing = row.get("sharingLabels", {})
+    compute = row.get("computeShare", {})
+    return PlacementRules(
+        pool_label=row["poolLabel"]["key"],
+        pool_label_value=row["poolLabel"]["value"],
+        mig_label=row.get("migLabel"),
+        sharing_strategy_label=sharing.get("strategy"),
+        sharing_strategy_values=sharing.get("values", {}),
+        sharing_clients_label=sharing.get("clients"),
+        pod_spec=row.get("podSpec", {}),
+        compute_share_isolation=compute.get("isolation"),
+        compute_share_resource=compute.get("resource"),
     )
 
 
