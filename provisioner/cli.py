@@ -664,7 +664,7 @@ def place(
 
 def _read_manifest(manifest: str) -> str:
     if manifest == "-":
-        return click.get_text_stream("stdin").read()
+        return sys.stdin.read()
     try:
         return Path(manifest).read_text(encoding="utf-8")
     except OSError as exc:
@@ -678,11 +678,13 @@ def _placement_lines(chosen) -> list[str]:
         if chosen.others
         else "the only pool that fits"
     )
+    # A memory scheduler's slice is what the pod asks for, not the pool's unit (one GiB).
+    amount = next(iter(chosen.limits.values()))
+    gets = f"; this pod gets {amount} GiB ({chosen.slice_memory_gb} GB)" if chosen.slice_unit == "GiB" else ""
     return [
         f"Placed on cluster {chosen.cluster} ({chosen.cloud}), pool {chosen.pool}.",
-        f"Why: the smallest slice that fits: {chosen.why}; this pod gets {chosen.slice_memory_gb} GB "
-        f"(isolation {chosen.isolation}); {chosen.capacity_at_max} such pods at its maximum size "
-        f"({nodes}); {fits}.",
+        f"Why: the smallest slice that fits: {chosen.why}{gets}; {chosen.capacity_at_max} such pods at its "
+        f"maximum size ({nodes}); {fits}.",
     ]
 
 

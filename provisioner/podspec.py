@@ -96,13 +96,14 @@ def _pod_specs(document: Any, source: str) -> Iterator[tuple[str, CommentedMap, 
     name = (document.get("metadata") or {}).get("name", "?")
     label = f"{kind} {name}"
     node: Any = document
+    line = document.lc.line + 1
     for key in path:
         child = node.get(key) if isinstance(node, CommentedMap) else None
         if not isinstance(child, CommentedMap):
-            line = node.lc.line + 1 if isinstance(node, CommentedMap) else document.lc.line + 1
             raise BadRequest(f"{source}:{line}: {label}: no {'.'.join(path)} to place")
+        line = node.lc.key(key)[0] + 1  # the line of `key:`, where messages point
         node = child
-    yield label, node, node.lc.line + 1
+    yield label, node, line
 
 
 def _merge_spec(spec: CommentedMap, placement: Placement, container: str | None, where: str) -> None:
