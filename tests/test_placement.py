@@ -477,3 +477,16 @@ def test_bad_requests_say_what_is_wrong(kwargs: dict[str, Any], message: str):
 )
 def test_sizes(text: str, size: int):
     assert parse_size(text) == size
+
+
+def test_every_cloud_says_how_pods_land_on_its_pools():
+    from provisioner import hardware
+
+    clouds = hardware.load().clouds
+    labels = {key: cloud.placement.pool_label for key, cloud in clouds.items() if cloud.placement}
+    assert labels == {
+        "aks": "kubernetes.azure.com/agentpool",
+        "gke": "cloud.google.com/gke-nodepool",
+        "eks": "eks.amazonaws.com/nodegroup",
+        "ack": "alibabacloud.com/nodepool-id",
+    }
