@@ -11,7 +11,9 @@ catches the root once and prints it, never a traceback.
     ├── StalePlan           a saved plan no longer matches the clusters
     ├── LockHeld, LockUnusable   another run holds a cluster's lock; the lock cannot be taken
     ├── KubeUnreachable     a cluster's Kubernetes API cannot be reached (or refused us)
-    └── SandboxNotRunning   --sandbox names a directory with no running sandbox
+    ├── SandboxNotRunning   --sandbox names a directory with no running sandbox
+    ├── BadRequest          a placement request (or its manifest) that cannot be read as one
+    └── NoPlacement         no live pool in the catalog fits a placement request
 """
 
 from __future__ import annotations
@@ -119,6 +121,26 @@ class SandboxNotRunning(ProvisionerError):
 class KubeUnreachable(ProvisionerError):
     """A cluster's Kubernetes API cannot be used: no context for it, no answer, or credentials
     refused. Reported for that cluster; the other clusters go on."""
+
+
+class BadRequest(ProvisionerError):
+    """A placement request that is not one: a size without a unit, an unknown MIG profile, two
+    kinds of request at once; or a manifest it cannot be merged into."""
+
+
+class NoPlacement(ProvisionerError):
+    """No live pool fits the request: says why, and what the closest pools offer."""
+
+    def __init__(self, message: str, closest: list[str] | None = None):
+        super().__init__(message)
+        self.closest = closest or []
+
+    def report(self) -> list[str]:
+        lines = [f"error: {self}"]
+        if self.closest:
+            lines.append("closest pools:")
+            lines += [f"  {line}" for line in self.closest]
+        return lines
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,19 @@ class PoolLabel:
 
 
 @dataclass(frozen=True)
+class PlacementRules:
+    """What a pod needs to land on one of a cloud's pools (clouds.yaml `placement`)."""
+
+    mig_label: str | None = None  # a node label MIG pods select with the partition size
+    sharing_strategy_label: str | None = None  # a node label shared-GPU pods select ...
+    sharing_strategy_values: Mapping[str, str] = field(default_factory=dict)  # ... sharing mode -> value
+    sharing_clients_label: str | None = None  # ... and one with the clients per GPU
+    pod_spec: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # sharing mode -> fields
+    compute_share_isolation: str | None = None  # on memory-scheduler pools of this isolation ...
+    compute_share_resource: str | None = None  # ... pods also request this percentage of a GPU
+
+
+@dataclass(frozen=True)
 class CloudProfile:
     key: str  # "aks"
     title: str  # "AKS"
@@ -128,6 +141,7 @@ class CloudProfile:
     # the fleet must name one (kubeContext).
     kube_context: Mapping[str, str] = field(default_factory=dict)
     pool_label: PoolLabel | None = None  # the node label naming each node's pool
+    placement: PlacementRules | None = None  # None: the tool cannot place pods on this cloud's pools
 
     @property
     def edge_pools(self) -> bool:
@@ -249,6 +263,21 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         gpu_stack_note=row.get("gpuStackNote"),
         kube_context=row.get("kubeContext", {}),
         pool_label=PoolLabel(**row["poolLabel"]) if "poolLabel" in row else None,
+        placement=_placement(row["placement"]) if "placement" in row else None,
+    )
+
+
+def _placement(row: Mapping[str, Any]) -> PlacementRules:
+    sharing = row.get("sharingLabels", {})
+    compute = row.get("computeShare", {})
+    return PlacementRules(
+        mig_label=row.get("migLabel"),
+        sharing_strategy_label=sharing.get("strategy"),
+        sharing_strategy_values=sharing.get("values", {}),
+        sharing_clients_label=sharing.get("clients"),
+        pod_spec=row.get("podSpec", {}),
+        compute_share_isolation=compute.get("isolation"),
+        compute_share_resource=compute.get("resource"),
     )
 
 
