@@ -192,6 +192,26 @@ def cronjob(schedule: str, image: str, shards: int, namespace: str) -> None:
     click.echo(manifest, nl=False)
 
 
+@manifests.command("catalog-service")
+@click.option("--image", default="ghcr.io/example/provisioner:latest", show_default=True, help="The image.")
+@click.option("--namespace", default="provisioner", show_default=True, help="Its namespace.")
+@click.option("--replicas", default=1, show_default=True, type=click.IntRange(min=1), help="Pods serving.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535), help="Pod port.")
+def catalog_service(image: str, namespace: str, replicas: int, port: int) -> None:
+    """Print the Deployment and Service that run `catalog serve` (token and catalog URL from the
+    Secret provisioner-catalog, keys token and url)."""
+    from provisioner import render as rendering
+
+    try:
+        manifest = rendering.render_catalog_service(
+            image=image, namespace=namespace, replicas=replicas, port=port
+        )
+    except rendering.InvalidOption as exc:
+        click.echo(f"error: {exc.option}: {exc}", err=True)
+        sys.exit(1)
+    click.echo(manifest, nl=False)
+
+
 @main.command()
 def schema() -> None:
     """Print the fleet file's JSON Schema (for editors)."""
