@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hmac
 import importlib
 import ipaddress
+import signal
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime, timedelta
@@ -389,11 +391,25 @@ def serve(store: Store, host: str, port: int, token: str | None, announce: Calla
     except OSError as error:
         listener.close()
         raise ServeError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    listener.listen(2048)  # connections made once announced wait in the backlog for uvicorn
     bound = listener.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     announce(f"http://{shown}:{bound}/")
     config = uvicorn.Config(create_app(store, token), log_level="warning", access_log=False)
-    uvicorn.Server(config).run(sockets=[listener])
+    # uvicorn shuts down gracefully on SIGINT or SIGTERM, then raises the signal again for the
+    # handler it found: this one, so the command ends with exit 0, not a KeyboardInterrupt.
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, _stopped)
+    with contextlib.suppress(_Stopped):
+        uvicorn.Server(config).run(sockets=[listener])
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _stopped(*_: Any) -> None:
+    raise _Stopped
 
 
 class ServeError(ProvisionerError):
