@@ -193,6 +193,26 @@ def cronjob(schedule: str, image: str, shards: int, namespace: str) -> None:
     click.echo(manifest, nl=False)
 
 
+@manifests.command("catalog-service")
+@click.option("--image", default="ghcr.io/example/provisioner:latest", show_default=True, help="The image.")
+@click.option("--namespace", default="provisioner", show_default=True, help="Its namespace.")
+@click.option("--replicas", default=1, show_default=True, type=click.IntRange(min=1), help="Pods serving.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535), help="Pod port.")
+def catalog_service(image: str, namespace: str, replicas: int, port: int) -> None:
+    """Print the Deployment and Service that run `catalog serve` (token and catalog URL from the
+    Secret provisioner-catalog, keys token and url)."""
+    from provisioner import render as rendering
+
+    try:
+        manifest = rendering.render_catalog_service(
+            image=image, namespace=namespace, replicas=replicas, port=port
+        )
+    except rendering.InvalidOption as exc:
+        click.echo(f"error: {exc.option}: {exc}", err=True)
+        sys.exit(1)
+    click.echo(manifest, nl=False)
+
+
 @main.command()
 def schema() -> None:
     """Print the fleet file's JSON Schema (for editors)."""
@@ -785,3 +805,38 @@ def catalog_drift(sandbox: Path | None, catalog_url: str | None, cluster_name: s
         click.echo(line)
     if not drift:
         out.print("No drift: every synced fleet cluster matches the fleet.")
+
+
+@catalog.command("serve")
+@_catalog_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0: any free port."
+)
+@click.option(
+    "--token",
+    envvar="PROVISIONER_CATALOG_TOKEN",
+    metavar="T",
+    help="Every request must carry it (Bearer, or Basic's password); required beyond loopback "
+    "[env PROVISIONER_CATALOG_TOKEN].",
+)
+@_sandbox_option
+@click.pass_obj
+def catalog_serve(sandbox: Path | None, catalog_url: str | None, host: str, port: int, token: str | None):
+    """Serve the catalog read-only over HTTP: JSON API, /metrics and a capacity page at /."""
+    from provisioner.catalog.service import is_loopback, serve
+    from provisioner.catalog.url import redacted
+
+    if not token and not is_loopback(host):
+        click.echo(
+            f"error: --host {host}: listening beyond this machine needs --token T "
+            "(or PROVISIONER_CATALOG_TOKEN); every request must then carry it",
+            err=True,
+        )
+        sys.exit(1)
+    store = _store(sandbox, catalog_url)
+
+    def announce(address: str) -> None:
+        out.print(escape(f"Serving the catalog {redacted(store.url)} at {address} (Ctrl-C to stop)"))
+
+    serve(store, host, port, token or None, announce)

@@ -198,6 +198,18 @@ _CRON_FIELDS = (
 
 def check_cronjob_options(*, schedule: str, image: str, namespace: str) -> None:
     """InvalidOption for the first value Kubernetes would refuse, or that would not stay one value."""
+    check_image_and_namespace(image=image, namespace=namespace)
+    problem = _cron_problem(schedule)
+    if problem:
+        raise InvalidOption(
+            "--schedule",
+            f"{schedule!r} is not a schedule: {problem}; want five fields (minute hour day-of-month "
+            f"month day-of-week, e.g. '0 2 * * *') or one of {', '.join(CRON_MACROS)}",
+        )
+
+
+def check_image_and_namespace(*, image: str, namespace: str) -> None:
+    """InvalidOption where the image or namespace would be refused or would not stay one value."""
     if len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace):
         raise InvalidOption(
             "--namespace",
@@ -209,13 +221,6 @@ def check_cronjob_options(*, schedule: str, image: str, namespace: str) -> None:
             "--image",
             f"{image!r} is not an image reference such as registry.example.com/team/provisioner:1.2 "
             "(no spaces, newlines or upper-case path)",
-        )
-    problem = _cron_problem(schedule)
-    if problem:
-        raise InvalidOption(
-            "--schedule",
-            f"{schedule!r} is not a schedule: {problem}; want five fields (minute hour day-of-month "
-            f"month day-of-week, e.g. '0 2 * * *') or one of {', '.join(CRON_MACROS)}",
         )
 
 
@@ -285,4 +290,27 @@ def render_cronjob(
         service_account=service_account,
         shards=shards,
         deadline=deadline_seconds,
+    )
+
+
+def render_catalog_service(
+    *,
+    image: str,
+    namespace: str = "provisioner",
+    name: str = "provisioner-catalog",
+    catalog_secret: str = "provisioner-catalog",
+    replicas: int = 1,
+    port: int = 8080,
+) -> str:
+    """`catalog serve` as a Deployment and its ClusterIP Service. It listens beyond loopback, so
+    it reads its token (and the catalog URL) from the Secret `catalog_secret` (keys token, url)."""
+    check_image_and_namespace(image=image, namespace=namespace)
+    template = _environment().get_template("catalog-service.yaml.j2")
+    return template.render(
+        image=image,
+        namespace=namespace,
+        name=name,
+        catalog_secret=catalog_secret,
+        replicas=replicas,
+        port=port,
     )

@@ -8,7 +8,7 @@ from conftest import EXAMPLES
 from ruamel.yaml import YAML
 from test_cli import run
 
-from provisioner.render import render_cronjob
+from provisioner.render import render_catalog_service, render_cronjob
 
 
 @pytest.mark.parametrize("shards", [1, 4])
@@ -109,3 +109,45 @@ def test_render_takes_no_cronjob_options():
     result = run("render", "examples/fleet.yaml", "--schedule", "0 2 * * *")
     assert result.returncode == 2
     assert "Error: No such option '--schedule'" in result.stderr
+
+
+def test_the_catalog_service_validates_and_runs_catalog_serve_with_its_token():
+    text = render_catalog_service(image="registry.example/provisioner:1.0", replicas=2, port=9000)
+    deployment, service = YAML(typ="safe").load_all(text)
+    for document in (deployment, service):
+        kubernetes_validate.validate(document, "1.31", strict=True)
+    assert (deployment["kind"], service["kind"]) == ("Deployment", "Service")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"] == ["catalog", "serve", "--host", "0.0.0.0", "--port", "9000"]
+    assert container["env"] == [
+        {
+            "name": "PROVISIONER_CATALOG",
+            "valueFrom": {"secretKeyRef": {"name": "provisioner-catalog", "key": "url"}},
+        },
+        {
+            "name": "PROVISIONER_CATALOG_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "provisioner-catalog", "key": "token"}},
+        },
+    ]
+    assert container["ports"] == [{"name": "http", "containerPort": 9000}]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    assert service["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "http"}]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--image", "sync:1.0\n          command: [sh]", "is not an image reference"),
+        ("--namespace", "Prod", "is not a Kubernetes namespace"),
+    ],
+)
+def test_catalog_service_refuses_a_value_kubernetes_would_refuse(option: str, value: str, message: str):
+    result = run("manifests", "catalog-service", option, value)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"error: {option}: {value!r} is not")
+    assert message in result.stderr

@@ -255,7 +255,8 @@ class Store:
                     "in_fleet": r["in_fleet"],
                     "status": r["status"],
                     "last_error": r["last_error"],
-                    "last_sync_at": _iso(r["last_sync_at"]),
+                    "last_sync_at": _iso(r["last_sync_at"]),  # the last attempt, good or not
+                    "observed_at": _iso(r["observed_at"]),  # when its stored pools were listed
                 }
                 for r in rows
             ]
