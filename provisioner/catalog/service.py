@@ -22,7 +22,6 @@ import base64
 import binascii
 import contextlib
 import hmac
-import importlib
 import ipaddress
 import signal
 import socket
@@ -294,20 +293,18 @@ def _bad_request(request: Request, message: str, problems: list[str]) -> Respons
 
 
 def _placement(store: Store, asked: dict[str, Any]) -> Response:
-    """`provisioner.placement.place` over the live pools, if this build has it (it comes with the
-    `place` command); imported here, at the request, so the service runs without it."""
+    """`place --json` over HTTP: the same request, the same choice, the same JSON. A request that
+    is not one is a 422; one nothing fits, a 404 naming the closest pools."""
+    from provisioner.errors import BadRequest, NoPlacement
+    from provisioner.placement import Request, place
+
     try:
-        placement = importlib.import_module("provisioner.placement")
-    except ModuleNotFoundError as error:
-        if error.name != "provisioner.placement":
-            raise
-        return JSONResponse({"error": "placement is not available in this build"}, status_code=501)
-    try:
-        request = placement.request_from(asked)
-        chosen = placement.place(store.live_pools(), request)
-    except placement.PlacementError as error:
+        chosen = place(store, Request(**asked))
+    except BadRequest as error:
         return JSONResponse({"error": str(error)}, status_code=422)
-    return JSONResponse(chosen.json() if hasattr(chosen, "json") else chosen)
+    except NoPlacement as error:
+        return JSONResponse({"error": str(error), "closest": error.closest}, status_code=404)
+    return JSONResponse(chosen.json())
 
 
 def _version() -> str:

@@ -237,17 +237,25 @@ def test_a_bad_filter_on_the_page_is_a_422_page(seeded: Seeded):
     )
 
 
-def test_place_says_it_is_not_in_this_build(seeded: Seeded):
-    answer = get(seeded, "/api/place", mig="1g.10gb")
-    try:
-        import provisioner.placement  # noqa: F401
-    except ModuleNotFoundError:
-        assert (answer.status_code, answer.json()) == (
-            501,
-            {"error": "placement is not available in this build"},
-        )
-    else:  # merged with the placement branch: the route answers, never a 500
-        assert answer.status_code in (200, 422)
+def test_place_answers_as_place_json_does(seeded: Seeded):
+    for request in (["--mig", "1g.10gb"], ["--gpu-memory", "2GB", "--cloud", "eks"], ["--gpus", "1"]):
+        printed = seeded.world.run("place", *request, "--json", "--catalog", seeded.url)
+        assert printed.exit_code == 0, printed.output
+        params = {request[0].lstrip("-").replace("-", "_"): request[1]}
+        params |= {"cloud": request[3]} if len(request) > 2 else {}
+        answer = get(seeded, "/api/place", **params)
+        assert (answer.status_code, answer.json()) == (200, json.loads(printed.stdout))
+
+
+def test_place_refuses_a_bad_request_and_names_the_closest_pools_when_nothing_fits(seeded: Seeded):
+    bad = get(seeded, "/api/place", gpu_memory="4")
+    assert (bad.status_code, bad.json()) == (
+        422,
+        {"error": "gpu_memory: '4' has no unit; say which, e.g. 4GB, 4000MB or 4GiB"},
+    )
+    none = get(seeded, "/api/place", gpus="64")
+    assert none.status_code == 404
+    assert none.json()["closest"]  # what the nearest pools offer, as `place` says it
 
 
 def test_the_openapi_document_lists_every_route(seeded: Seeded):
