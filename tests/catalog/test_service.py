@@ -67,9 +67,29 @@ class Seeded:
 
 
 def seed(world: World, url: str) -> None:
-    """Apply and sync the fleet; then edit gcp/mig's labels by hand and make AKS unreachable, and
-    sync again: gcp/mig drifts, azure's sync fails (its rows kept, the cluster stale)."""
+    """Apply, run a pod on aws/spare's GPU, and sync the fleet (allocation recorded); then edit
+    gcp/mig's labels by hand and make AKS unreachable, and sync again without asking Kubernetes:
+    gcp/mig drifts, azure's sync fails (its rows kept, the cluster stale), and the allocation
+    figures of aws and gcp are kept, marked stale."""
+    from kubernetes import client, config
+
     assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+    core = client.CoreV1Api(
+        config.new_client_from_config(str(world.sandbox.directory / "kubeconfig"), context="aws")
+    )
+    (node,) = core.list_node(label_selector="eks.amazonaws.com/nodegroup=spare").items
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "infer"},
+        "spec": {
+            "nodeName": node.metadata.name,
+            "containers": [
+                {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+        },
+    }
+    core.create_namespaced_pod("default", pod)
     assert world.run("sync", str(world.fleet)).exit_code == 0
     compiled = compile_file(world.fleet)
     gcp = compiled.cluster("gcp")
@@ -135,7 +155,7 @@ def test_one_pool_by_cluster_and_name(seeded: Seeded):
     assert get(seeded, "/api/pools/mig").status_code == 404  # no cluster named
 
 
-# Slices to each pool's maximum size (allocation unknown, so all free): azure mig 3 nodes x 7
+# Slices to each pool's maximum size (less what pods hold: aws/spare's one GPU): azure mig 3 nodes x 7
 # 1g.10gb of an A100 80GB = 21; gcp mig 3 x 7 1g.5gb = 21; aws mig p4d (8 A100 40GB) 3 x 56 = 168;
 # each shared pool 2 nodes x 1 GPU x 4 replicas = 8; each spare pool 1 node x 1 GPU = 1.
 @pytest.mark.parametrize(
@@ -309,7 +329,10 @@ def test_metrics_parse_with_the_exact_values(seeded: Seeded):
     assert found["provisioner_pool_gpus"][aws_spare] == 1
     assert found["provisioner_pool_slices"][aws_spare] == 1
     assert len(found["provisioner_pool_slices_max"]) == 9  # the GPU pools; system pools have none
-    assert found["provisioner_pool_slices_allocated"] == {}  # not known yet: no made-up samples
+    # What sync recorded from Kubernetes: the pod on aws/spare's GPU, nothing elsewhere.
+    assert found["provisioner_pool_slices_allocated"] == {
+        labels: (1 if labels == aws_spare else 0) for labels in found["provisioner_pool_slices_max"]
+    }
     assert found["provisioner_cluster_sync_error"] == {
         ("aws", "eks"): 0,
         ("azure", "aks"): 1,
