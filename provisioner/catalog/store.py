@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
+    and_,
     bindparam,
     case,
     create_engine,
@@ -160,15 +161,22 @@ class Store:
         pools: Sequence[ObservedPool],
         drift: Sequence[DriftFinding],
         observed_at: datetime,
+        adopted: Collection[str] = (),
     ) -> bool:
-        """Write one cluster's listing in one transaction; False if a newer listing is stored."""
+        """Write one cluster's listing in one transaction; False if a newer listing is stored.
+
+        `adopted` names the pools an apply just adopted; a pool the catalog saw unowned and now
+        sees owned was adopted too, whoever did it."""
         with self._writer, self.engine.begin() as conn:
             cluster_id, stored_at = self._upsert_cluster(conn, identity)
             if stored_at is not None and stored_at > observed_at:
                 return False
             conn.execute(self._sql.cluster_ok, {"cid": cluster_id, "observed_at": observed_at, "now": now()})
             if pools:
-                conn.execute(self._sql.pool_upsert, [_pool_values(cluster_id, p, observed_at) for p in pools])
+                conn.execute(
+                    self._sql.pool_upsert,
+                    [_pool_values(cluster_id, p, observed_at, p.state.name in adopted) for p in pools],
+                )
             seen = {"cid": cluster_id, "seen": [p.state.name for p in pools], "observed_at": observed_at}
             conn.execute(self._sql.pools_gone, seen)
             conn.execute(self._sql.drift_clear, {"cid": cluster_id})
@@ -286,16 +294,24 @@ class _Statements:
         values = [
             c.name
             for c in PoolRow.__table__.columns
-            if c.name not in ("id", "cluster_id", "name", "first_seen", "deleted_at")
+            if c.name not in ("id", "cluster_id", "name", "first_seen", "deleted_at", "adopted_at")
         ]
         # A pool that comes back after being deleted is a new pool: it is first seen again now.
         revived = case((PoolRow.deleted_at.is_not(None), pool.excluded.first_seen), else_=PoolRow.first_seen)
+        # Adopted now: by this apply (the row says so), or seen unowned before and owned now.
+        adopted = case(
+            (pool.excluded.adopted_at.is_not(None), pool.excluded.adopted_at),
+            (PoolRow.deleted_at.is_not(None), None),
+            (and_(~PoolRow.owned, pool.excluded.owned), pool.excluded.last_seen),
+            else_=PoolRow.adopted_at,
+        )
         self.pool_upsert = pool.on_conflict_do_update(
             index_elements=["cluster_id", "name"],
             set_={
                 **{column: pool.excluded[column] for column in values},
                 "first_seen": revived,
                 "deleted_at": None,
+                "adopted_at": adopted,
             },
         )
         self.pools_gone = (
@@ -318,11 +334,11 @@ _KEY_OF = {column: key for key, column in _COLUMN_OF.items()}
 _LISTED = tuple(
     c.name
     for c in PoolRow.__table__.columns
-    if c.name not in ("id", "cluster_id", "first_seen", "last_seen", "deleted_at")
+    if c.name not in ("id", "cluster_id", "first_seen", "last_seen", "deleted_at", "adopted_at")
 )
 
 
-def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime) -> dict[str, Any]:
+def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime, adopted: bool) -> dict[str, Any]:
     shown = observed_json(pool.state, pool.capacity)
     return {
         "cluster_id": cluster_id,
@@ -330,6 +346,7 @@ def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime) -> 
         "first_seen": observed_at,
         "last_seen": observed_at,
         "deleted_at": None,
+        "adopted_at": observed_at if adopted else None,
     }
 
 
@@ -357,6 +374,7 @@ def _pool_dict(row: Any) -> dict[str, Any]:
         "first_seen": _iso(pool["first_seen"]),
         "last_seen": _iso(pool["last_seen"]),
         "deleted_at": _iso(pool["deleted_at"]),
+        "adopted_at": _iso(pool["adopted_at"]),
         "cluster_status": pool["cluster_status"],
     }
 

@@ -9,7 +9,7 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -70,7 +70,7 @@ def drift_of(compiled: CompiledCluster, observation: Observation) -> list[DriftF
             change.pool,
             change.action.drift,
             [{"field": f.field, "fleet": f.after, "cloud": f.before} for f in change.fields]
-            if change.action.drift == "changed"
+            if change.action.drift in ("changed", "unowned")  # an adoption's own changes, if any
             else [],
         )
         for change in planned.changes
@@ -90,9 +90,10 @@ def sync(
     shard: tuple[int, int] | None = None,
     discovered: Sequence[Target] = (),
     policy: RetryPolicy | None = None,
+    adopted: Mapping[str, Collection[str]] | None = None,
 ) -> SyncReport:
     """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each in its
-    own transaction as soon as it is listed."""
+    own transaction as soon as it is listed. `adopted`: per cluster, the pools an apply adopted."""
     mine = [c for c in compiled if in_shard(c.name, shard)]
     extra = [c for c in discovered if in_shard(c.name, shard)]
     report = SyncReport(store.start_run(f"{shard[0]}/{shard[1]}" if shard else None))
@@ -120,7 +121,7 @@ def sync(
             pools = [p for p in pools if p.capacity.gpu_model is not None]
         drift = drift_of(fleet_entry, observation) if fleet_entry is not None else []
         try:
-            store.record_cluster(who, pools, drift, now())
+            store.record_cluster(who, pools, drift, now(), (adopted or {}).get(cluster.name, ()))
         except SQLAlchemyError as error:  # its transaction rolled back: its rows are as they were
             failed(who, f"cannot write to the catalog: {reason_of(error)}", started)
             return
