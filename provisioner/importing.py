@@ -369,14 +369,15 @@ def _items(entries: list[dict[str, Any]], indent: int, flow: bool) -> str:
     """The entries as YAML list items at `indent`: nested mappings and lists inline."""
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.scalarstring import SingleQuotedScalarString
 
     def inline(value: Any) -> Any:
         if isinstance(value, dict):
             mapping = CommentedMap(value)
             mapping.fa.set_flow_style()
             return mapping
-        if isinstance(value, list):
-            items = CommentedSeq(value)
+        if isinstance(value, list):  # taints, key=value:Effect: quoted, as ':' ends a plain scalar inline
+            items = CommentedSeq(SingleQuotedScalarString(item) for item in value)
             items.fa.set_flow_style()
             return items
         return value
