@@ -3,6 +3,9 @@ behind the tool's back through each cloud's SDK (tests/unowned.py), with every s
 cloud has, are imported, written into the fleet in place, validated, planned as adopt only,
 applied, and then plan shows no changes while each pool is still the pool it was."""
 
+# The fleet text is the subject here: one-line flow entries, as users write them, run long.
+# ruff: noqa: E501
+
 from __future__ import annotations
 
 import dataclasses
@@ -337,3 +340,168 @@ WRITTEN = {
       - {name: t4-coremem, instanceType: ecs.gn6i-c4g1.xlarge, gpu: {sharing: memory, isolation: compute, placement: spread}, nodes: {count: 1}, spot: true, diskSizeGb: 100, labels: {team: ml}, adopt: true}
 """,
 }
+
+
+ONE_EACH = {
+    "azure": "    pools:\n      - {name: t4ts, instanceType: Standard_NC4as_T4_v3, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 1}, diskSizeGb: 128}\n",
+    "gcp": "    pools:\n      - {name: l4-ts, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 1}, diskSizeGb: 100}\n",
+    "aws": "    pools:\n      - {name: a10g-ts, instanceType: g5.xlarge, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 1}, diskSizeGb: 100}\n",
+    "ali": "    pools:\n      - {name: a10-cgpu, instanceType: ecs.gn7i-c8g1.2xlarge, gpu: {sharing: memory, isolation: memory}, nodes: {count: 1}, diskSizeGb: 100}\n",
+}
+
+
+def _fleet_of(clouds: Clouds, pools: dict[str, str], adopt: bool = True) -> None:
+    text = clouds.fleet_text(pools)
+    clouds.fleet.write_text(text.replace("}\n", ", adopt: true}\n") if adopt else text, encoding="utf-8")
+
+
+def test_an_entry_that_differs_from_its_pool_plans_adopt_with_the_update_or_replacement(clouds: Clouds):
+    made = clouds.make_by_hand(ONE_EACH)
+    before = clouds.identities(made)
+    # The fleet asks more than the pools have: two more nodes everywhere (in place), and on AKS
+    # another VM size too, which only a new pool can have.
+    changed = {c: t.replace("nodes: {count: 1}", "nodes: {count: 3}") for c, t in ONE_EACH.items()}
+    changed["azure"] = changed["azure"].replace("Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3")
+    _fleet_of(clouds, changed)
+
+    plan = json.loads(clouds.run("plan", str(clouds.fleet), "--json").stdout)
+    shown = {(c["cluster"], c["pool"]): (c["action"], c.get("then"), c["fields"]) for c in plan["changes"]}
+    nodes = {"field": "scaling", "before": 1, "after": 3, "forces_replacement": False}
+    assert shown == {
+        ("azure", "t4ts"): (
+            "adopt",
+            "replace",
+            [
+                {
+                    "field": "instance_type",
+                    "before": "Standard_NC4as_T4_v3",
+                    "after": "Standard_NC8as_T4_v3",
+                    "forces_replacement": True,
+                },
+                nodes,
+            ],
+        ),
+        ("gcp", "l4-ts"): ("adopt", "update", [nodes]),
+        ("aws", "a10g-ts"): ("adopt", "update", [nodes]),
+        ("ali", "a10-cgpu"): ("adopt", "update", [nodes]),
+    }
+    assert plan["summary"] == {"create": 0, "update": 3, "replace": 1, "delete": 0, "adopt": 4}
+    text = clouds.run("plan", str(clouds.fleet)).stdout
+    assert "  <= t4ts will be adopted, then replaced (instance_type cannot change in place)\n" in text
+    assert "  <= l4-ts will be adopted, then updated in place\n      scaling: 1 -> 3\n" in text
+    assert text.endswith("Plan: 4 to adopt, 0 to create, 3 to update, 1 to replace, 0 to delete.\n")
+
+    applied = clouds.run("apply", str(clouds.fleet), "--auto-approve")
+    assert applied.exit_code == 0, applied.output
+    assert applied.stdout.splitlines()[-1] == (
+        "Apply complete: 4 adopted, 0 created, 0 updated, 0 replaced, 0 deleted."
+    )
+    assert clouds.run("plan", str(clouds.fleet), "--detailed-exitcode").exit_code == 0
+    after = clouds.identities(made)
+    for name in ("gcp/l4-ts", "aws/a10g-ts", "ali/a10-cgpu"):  # updated in place: the same pool
+        assert (after[name]["id"], after[name]["created"]) == (before[name]["id"], before[name]["created"])
+    assert after["azure/t4ts"]["created"] == before["azure/t4ts"]["created"] + 1  # replaced, as planned
+
+
+def test_without_adopt_a_pool_it_does_not_own_stays_a_conflict(clouds: Clouds):
+    clouds.make_by_hand(ONE_EACH)
+    _fleet_of(clouds, ONE_EACH, adopt=False)
+    result = clouds.run("plan", str(clouds.fleet), "--json")
+    assert result.exit_code == 1
+    plan = json.loads(result.stdout)
+    assert plan["changes"] == []
+    assert [e.split(":", 1)[0] for e in plan["errors"]] == ["azure", "gcp", "aws", "ali"]
+    assert "mark the fleet entry adopt: true" in plan["errors"][0]
+
+
+def test_a_saved_adopt_plan_applies_and_is_refused_once_its_pool_changed(clouds: Clouds, tmp_path: Path):
+    made = clouds.make_by_hand(ONE_EACH)
+    _fleet_of(clouds, ONE_EACH)
+    saved, stale = tmp_path / "adopt.plan", tmp_path / "stale.plan"
+    assert clouds.run("plan", str(clouds.fleet), "--out", str(saved)).exit_code == 0
+    assert clouds.run("plan", str(clouds.fleet), "--out", str(stale)).exit_code == 0
+    assert [c["action"] for c in json.loads(saved.read_text())["changes"]] == ["adopt"] * 4
+
+    applied = clouds.run("apply", str(saved))
+    assert applied.exit_code == 0, applied.output
+    assert applied.stdout.splitlines()[-1].startswith("Apply complete: 4 adopted,")
+    refused = clouds.run("apply", str(stale))  # the pools are owned now: not the plan's picture
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith("error: the saved plan is stale: ali, aws, azure, gcp changed since")
+    assert set(made) == {"azure", "gcp", "aws", "ali"}
+
+
+def test_import_selects_by_cluster_and_pool_and_says_what_it_cannot(clouds: Clouds):
+    clouds.make_by_hand(ONE_EACH)
+    only = clouds.run("import", str(clouds.fleet), "--cluster", "gcp", "--cluster", "ali", "--pool", "l4-ts")
+    assert only.exit_code == 0, only.output
+    assert YAML(typ="safe").load(only.stdout) == {
+        "gcp": [
+            {
+                "name": "l4-ts",
+                "instanceType": "g2-standard-8",
+                "gpu": {"sharing": "time-slicing", "replicas": 4},
+                "nodes": {"count": 1},
+                "diskSizeGb": 100,
+                "adopt": True,
+            }
+        ]
+    }
+    everything = clouds.run("import", str(clouds.fleet), "--cluster", "gcp", "--all")
+    assert everything.exit_code == 0
+    assert everything.stderr == (
+        "skipped gcp/default-pool: e2-standard-4 is not a GPU instance type provisioner knows on GKE\n"
+    )
+    assert "l4-ts" in everything.stdout
+
+    missing = clouds.run("import", str(clouds.fleet), "--pool", "nosuch")
+    assert missing.exit_code == 1
+    assert missing.stderr == (
+        "No pools to import.\nerror: no pool nosuch that provisioner does not own in azure, gcp, aws, ali\n"
+    )
+    unknown = clouds.run("import", str(clouds.fleet), "--cluster", "nosuch")
+    assert unknown.exit_code == 1
+    assert "no cluster nosuch in" in unknown.output
+    assert clouds.fleet.read_text() == clouds.text
+
+
+def test_a_fleet_whose_pool_list_is_inline_is_refused_for_write_and_left_as_it_was(clouds: Clouds):
+    clouds.make_by_hand({**{c: "" for c in ONE_EACH}, "gcp": ONE_EACH["gcp"]})
+    inline = clouds.text.replace(
+        "    pools:\n      - name: notebooks\n        instanceType: g2-standard-8\n        nodes: {count: 1}  # one is enough\n",
+        "    pools: [{name: notebooks, instanceType: g2-standard-8, nodes: {count: 1}}]\n",
+    )
+    clouds.fleet.write_text(inline, encoding="utf-8")
+    result = clouds.run("import", str(clouds.fleet), "--write")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "clusters[gcp].pools: is written inline ([...]); write it as a block list (one `- ` item a "
+        "line) for import --write, or add the entries `provisioner import` prints by hand\n1 error\n"
+    )
+    assert clouds.fleet.read_text() == inline
+
+
+def test_the_catalog_records_the_adoption_and_drift_stops_calling_the_pool_unowned(tmp_path: Path):
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    clouds = Clouds(tmp_path, catalog=catalog)
+    try:
+        clouds.make_by_hand({**{c: "" for c in ONE_EACH}, "gcp": ONE_EACH["gcp"]})
+        _fleet_of(clouds, {**{c: "" for c in ONE_EACH}, "gcp": ONE_EACH["gcp"]})
+        synced = clouds.run("sync", str(clouds.fleet))
+        assert synced.exit_code == 0, synced.output
+        assert "drift gcp/l4-ts: unowned\n" in synced.stdout
+        rows = {p["pool"]: p for p in json.loads(clouds.run("catalog", "ls", "--json").stdout)}
+        assert (rows["l4-ts"]["owned"], rows["l4-ts"]["adopted_at"]) == (False, None)
+
+        assert clouds.run("apply", str(clouds.fleet), "--auto-approve").exit_code == 0
+        rows = {p["pool"]: p for p in json.loads(clouds.run("catalog", "ls", "--json").stdout)}
+        assert rows["l4-ts"]["owned"] is True
+        assert rows["l4-ts"]["adopted_at"] is not None
+        assert rows["default-pool"]["adopted_at"] is None
+        assert json.loads(clouds.run("catalog", "drift", "--json").stdout) == []
+        adopted_at = rows["l4-ts"]["adopted_at"]
+        assert clouds.run("sync", str(clouds.fleet)).exit_code == 0  # a later sync keeps when it was
+        rows = {p["pool"]: p for p in json.loads(clouds.run("catalog", "ls", "--json").stdout)}
+        assert rows["l4-ts"]["adopted_at"] == adopted_at
+    finally:
+        clouds.sandbox.stop()
