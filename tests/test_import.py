@@ -466,7 +466,7 @@ def test_import_selects_by_cluster_and_pool_and_says_what_it_cannot(clouds: Clou
 
 
 def test_a_fleet_whose_pool_list_is_inline_is_refused_for_write_and_left_as_it_was(clouds: Clouds):
-    clouds.make_by_hand({**{c: "" for c in ONE_EACH}, "gcp": ONE_EACH["gcp"]})
+    clouds.make_by_hand({**dict.fromkeys(ONE_EACH, ""), "gcp": ONE_EACH["gcp"]})
     inline = clouds.text.replace(
         "    pools:\n      - name: notebooks\n        instanceType: g2-standard-8\n        nodes: {count: 1}  # one is enough\n",
         "    pools: [{name: notebooks, instanceType: g2-standard-8, nodes: {count: 1}}]\n",
@@ -485,8 +485,8 @@ def test_the_catalog_records_the_adoption_and_drift_stops_calling_the_pool_unown
     catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
     clouds = Clouds(tmp_path, catalog=catalog)
     try:
-        clouds.make_by_hand({**{c: "" for c in ONE_EACH}, "gcp": ONE_EACH["gcp"]})
-        _fleet_of(clouds, {**{c: "" for c in ONE_EACH}, "gcp": ONE_EACH["gcp"]})
+        clouds.make_by_hand({**dict.fromkeys(ONE_EACH, ""), "gcp": ONE_EACH["gcp"]})
+        _fleet_of(clouds, {**dict.fromkeys(ONE_EACH, ""), "gcp": ONE_EACH["gcp"]})
         synced = clouds.run("sync", str(clouds.fleet))
         assert synced.exit_code == 0, synced.output
         assert "drift gcp/l4-ts: unowned\n" in synced.stdout
