@@ -22,7 +22,7 @@ class Action:
     # The driver calls that carry it out, in order. A replace deletes the pool, then creates it
     # anew: the clouds keep pool names unique, so the new pool cannot exist beside the old one.
     steps: tuple[str, ...]
-    drift: str  # the catalog's kind for a pool that would need this action: missing, changed, extra
+    drift: str  # the catalog's kind for a pool that would need this action: missing, changed, extra, unowned
     shows: Literal["after", "before", "both"]  # which side of each field a plan prints
 
     def __str__(self) -> str:
@@ -60,5 +60,22 @@ DELETE = Action(
     "delete", "-", "red", "will be deleted", "deleting", "deleted", 3, ("delete",), "extra", "before"
 )
 
+# A fleet pool marked `adopt: true` whose name an unowned pool holds: the ownership marker is added
+# and nothing else, so the pool keeps its identity, nodes and workloads. Where the fleet entry
+# differs from the pool, the update or replacement that follows is part of the same change
+# (Change.then), shown with it. First in a cluster: it adds and removes no capacity.
+ADOPT = Action(
+    "adopt",
+    "<=",
+    "cyan",
+    "will be adopted",
+    "adopting",
+    "adopted",
+    0,
+    ("adopt",),
+    "unowned",
+    "both",
+)
+
 # In the order summaries list them.
-ACTIONS = (CREATE, UPDATE, REPLACE, DELETE)
+ACTIONS = (CREATE, UPDATE, REPLACE, DELETE, ADOPT)

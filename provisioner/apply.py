@@ -208,11 +208,12 @@ class Applier:
             "create": lambda: self._create(driver, cluster, change),
             "update": lambda: driver.update_pool(cluster, change.desired),  # type: ignore[arg-type]
             "delete": lambda: self._delete(driver, cluster, change.pool),
+            "adopt": lambda: driver.adopt_pool(cluster, change.pool),
         }
         name = change.cluster
         try:
             with patient(Patience(self.outage_window, self._change_retrying(change))):
-                for step in change.action.steps:
+                for step in change.steps:
                     self.policy.call(steps[step], on_retry=self._change_retrying(change))
         except CloudError as error:
             outcome = Outcome(

@@ -250,6 +250,86 @@ def pools(sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: b
         sys.exit(1)
 
 
+@main.command("import")
+@click.argument("fleet")
+@click.option(
+    "--cluster", "cluster_names", multiple=True, metavar="NAME", help="Only this cluster (repeatable)."
+)
+@click.option(
+    "--pool", "pool_names", multiple=True, metavar="NAME", help="Only pools of this name (repeatable)."
+)
+@click.option(
+    "--all", "all_pools", is_flag=True, help="Every pool provisioner does not own, not only GPU pools."
+)
+@click.option("--write", is_flag=True, help="Add the entries (adopt: true) to FLEET in place.")
+@_sandbox_option
+@click.pass_obj
+def import_pools(
+    sandbox: Path | None,
+    fleet: str,
+    *,
+    cluster_names: tuple[str, ...],
+    pool_names: tuple[str, ...],
+    all_pools: bool,
+    write: bool,
+) -> None:
+    """Fleet entries for the pools the clusters hold that provisioner does not own, each proven to
+    describe its pool exactly; printed, or with --write added to FLEET (plan then shows `adopt`)."""
+    from provisioner import importing
+    from provisioner.observe import observe
+    from provisioner.workflow import read_fleet
+
+    compiled, text = read_fleet(fleet)
+    unknown = [name for name in cluster_names if compiled.cluster(name) is None]
+    if unknown:
+        names = ", ".join(c.name for c in compiled.clusters)
+        raise click.ClickException(f"no cluster {', '.join(unknown)} in {fleet}; clusters: {names}")
+    clusters = [c for c in compiled.clusters if not cluster_names or c.name in cluster_names]
+    observations = observe([c.target for c in clusters], _drivers(sandbox))
+    result = importing.import_pools(clusters, observations, pool_names, all_pools)
+    for skipped in result.skipped:
+        click.echo(f"skipped {skipped.cluster}/{skipped.pool}: {skipped.reason}", err=True)
+    if not result.entries:
+        click.echo("No pools to import.", err=True)
+    elif not write:
+        click.echo(importing.entries_yaml(result), nl=False)
+    else:
+        written = importing.write_entries(fleet, text, result)
+        try:
+            _replace_file(Path(fleet), written)
+        except OSError as exc:
+            _os_error("cannot write the fleet file", exc)
+        names = ", ".join(f"{e.cluster}/{e.pool}" for e in result.entries)
+        out.print(
+            escape(
+                f"Added {_count(len(result.entries), 'pool')} with adopt: true to {fleet}: {names}. "
+                f"`provisioner plan {fleet}` shows what adopting them does."
+            )
+        )
+    for error in result.errors:
+        click.echo(f"error: {error}", err=True)
+    if result.errors:
+        sys.exit(1)
+
+
+def _replace_file(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all (a temporary file beside it, then a rename),
+    keeping the file's permissions."""
+    import os
+    import shutil
+    import tempfile
+
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+        shutil.copymode(path, temporary)
+        Path(temporary).replace(path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 @main.group()
 def sandbox() -> None:
     """Local emulators of the AKS, GKE and EKS APIs."""

@@ -195,6 +195,11 @@ class Pool(Spec):
     disk_size_gb: int | None = Field(None, ge=1)
     labels: dict[LabelKey, LabelValue] = {}
     taints: list[TaintSpec] = []
+    adopt: bool = Field(
+        False,
+        description="take over the pool of this name that provisioner did not create (plan: adopt); "
+        "inert once provisioner owns it",
+    )
 
     _loc: Loc = PrivateAttr(())
 

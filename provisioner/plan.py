@@ -1,7 +1,8 @@
 """Desired vs observed -> Plan: per cluster, which pools to create, update in place, replace or delete.
 
-Pools the tool does not own never appear, except as a conflict when the fleet names one. Which
-fields a cloud changes in place is data (`inPlace` in hardware/clouds.yaml).
+Pools the tool does not own never appear, except as a conflict when the fleet names one, or as
+`adopt` when the fleet's entry for it says `adopt: true`. Which fields a cloud changes in place is
+data (`inPlace` in hardware/clouds.yaml).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from provisioner.actions import ACTIONS, CREATE, DELETE, REPLACE, UPDATE, Action
+from provisioner.actions import ACTIONS, ADOPT, CREATE, DELETE, REPLACE, UPDATE, Action
 from provisioner.compile import CompiledCluster, desired_state
 from provisioner.drivers import Target
 from provisioner.observe import Observation
@@ -40,12 +41,23 @@ class Change:
     fields: tuple[FieldChange, ...] = ()
     desired: PoolState | None = None  # None for delete
     reason: str = ""  # why a replace: the fields that force it, or a failed pool
+    then: Action | None = None  # after adopt: the update or replace the fleet entry asks for
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """The driver calls that carry the change out, in order (an adoption's follow-up after it)."""
+        return self.action.steps + (self.then.steps if self.then is not None else ())
+
+    @property
+    def run_order(self) -> int:
+        return (self.then or self.action).run_order
 
     def json(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster,
             "pool": self.pool,
             "action": self.action.name,
+            **({"then": self.then.name} if self.then is not None else {}),
             "fields": [
                 {
                     "field": f.field,
@@ -100,7 +112,10 @@ class Plan:
 
     @property
     def summary(self) -> dict[str, int]:
-        counts = Counter(change.action for change in self.changes)
+        # An adoption that is then updated or replaced counts as both, as Terraform counts an import.
+        counts = Counter(
+            action for change in self.changes for action in (change.action, change.then) if action is not None
+        )
         return {action.name: counts.get(action, 0) for action in ACTIONS}
 
     @property
@@ -150,6 +165,7 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
     if observation.error is not None:
         return ClusterPlan(target, error=str(observation.error))
     desired = {} if destroy else {p.pool.name: desired_state(p) for p in compiled.pools}
+    compiled_pools = {p.pool.name: p for p in compiled.pools}
     observed = {p.name: p for p in observation.pools}
     in_place = compiled.cloud.in_place
     changes: list[Change] = []
@@ -158,12 +174,16 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
         have = observed.get(name)
         if have is None:
             changes.append(Change(target.name, name, CREATE, _all_fields(want), want))
+        elif not have.owned and compiled_pools[name].pool.adopt:
+            changes.append(_adoption(target.name, want, have, in_place))
         elif not have.owned:
             conflicts.append(
                 Conflict(
                     name,
                     f"pool {name} exists but was not created by provisioner; it is left alone "
-                    "(rename the pool in the fleet, or remove the existing one yourself)",
+                    "(rename the pool in the fleet, remove the existing one yourself, or mark the "
+                    "fleet entry adopt: true to bring it under management; `provisioner import` "
+                    "writes that entry)",
                 )
             )
         else:
@@ -173,7 +193,7 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
     for name, have in observed.items():
         if have.owned and name not in desired:
             changes.append(Change(target.name, name, DELETE, _all_fields(have, removed=True)))
-    changes.sort(key=lambda c: (c.action.run_order, c.pool))
+    changes.sort(key=lambda c: (c.run_order, c.pool))
     return ClusterPlan(
         target,
         tuple(changes),
@@ -213,6 +233,15 @@ def _compare(cluster: str, want: PoolState, have: PoolState, in_place: frozenset
             cluster, want.name, REPLACE, fields, want, reason=f"{', '.join(forcing)} cannot change in place"
         )
     return Change(cluster, want.name, UPDATE, fields, want)
+
+
+def _adoption(cluster: str, want: PoolState, have: PoolState, in_place: frozenset[str]) -> Change:
+    """Adopt `have`; where the fleet entry differs from it, the update or replacement that follows,
+    with its fields, so the user sees both before saying yes."""
+    follow = _compare(cluster, want, have, in_place)
+    if follow is None:
+        return Change(cluster, want.name, ADOPT, (), want)
+    return Change(cluster, want.name, ADOPT, follow.fields, want, follow.reason, then=follow.action)
 
 
 def _all_fields(state: PoolState, removed: bool = False) -> tuple[FieldChange, ...]:

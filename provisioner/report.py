@@ -12,7 +12,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from rich.table import Table
 from rich.text import Text
 
-from provisioner.actions import ACTIONS
+from provisioner.actions import ACTIONS, ADOPT
 from provisioner.apply import ApplyResult, Outcome
 from provisioner.capacity import capacity, sharing_text
 from provisioner.errors import CloudError
@@ -90,7 +90,7 @@ def plan_text(plan: Plan) -> Text:
     summary = view["summary"]
     config_maps = sum(c.pending for c in plan.config_maps)
     if any(summary.values()) or config_maps:
-        counts = ", ".join(f"{n} to {action}" for action, n in summary.items())
+        counts = ", ".join(f"{n} to {action}" for action, n in _shown_counts(summary))
         lines.append(f"Plan: {counts}.\n", style="bold")
         if config_maps:
             what = _count(config_maps, "device-plugin ConfigMap")
@@ -114,6 +114,14 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _shown_counts(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """The counts a summary line names: adoptions first where there are any (as Terraform names
+    imports), then the four actions always."""
+    adopted = counts.get(ADOPT.name, 0)
+    rest = [(action, n) for action, n in counts.items() if action != ADOPT.name]
+    return [(ADOPT.name, adopted), *rest] if adopted else rest
+
+
 _ACTION_NAMED = {action.name: action for action in ACTIONS}
 
 
@@ -122,6 +130,13 @@ def _change_lines(lines: Text, change: dict[str, Any]) -> None:
     action = _ACTION_NAMED[change["action"]]
     lines.append(f"  {action.sigil} ", style=action.style).append(change["pool"], style="bold")
     lines.append(f" {action.phrase}")
+    then = _ACTION_NAMED.get(change.get("then", ""))
+    if then is not None:  # an adoption the fleet entry changes: what follows is shown with it
+        lines.append(", then ").append(
+            f"{then.done}{' in place' if then.name == 'update' else ''}", then.style
+        )
+    elif action is ADOPT:
+        lines.append(" (only the ownership marker is added: its nodes and workloads stay)")
     lines.append(f" ({change['reason']})\n" if change.get("reason") else "\n")
     for f in change["fields"]:
         lines.append(f"      {f['field']}: ")
@@ -231,8 +246,8 @@ def apply_summary(result: ApplyResult) -> Text:
         style = "red" if config_map.failed else ("green" if config_map.message.startswith("applied") else "")
         line = f"{config_map.cluster}: configmap {config_map.path}: {config_map.message}\n"
         lines.append(line, style=style)
-    counts = {action: sum(o.action == action for o in result.done) for action in ACTIONS}
-    done = ", ".join(f"{n} {action.done}" for action, n in counts.items())
+    counts = {action.name: sum(o.action == action for o in result.done) for action in ACTIONS}
+    done = ", ".join(f"{n} {_ACTION_NAMED[action].done}" for action, n in _shown_counts(counts))
     if result.ok:
         lines.append(f"Apply complete: {done}.\n", style="green")
         return lines

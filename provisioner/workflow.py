@@ -195,4 +195,8 @@ def record_applied(
     from provisioner.catalog.sync import sync
 
     touched = {o.cluster for o in result.outcomes}
-    return sync([c for c in compiled.clusters if c.name in touched], drivers, store)
+    adopted: dict[str, set[str]] = {}
+    for outcome in result.done:
+        if outcome.action.name == "adopt":
+            adopted.setdefault(outcome.cluster, set()).add(outcome.pool)
+    return sync([c for c in compiled.clusters if c.name in touched], drivers, store, adopted=adopted)

@@ -67,7 +67,7 @@ def test_apply_converges_and_each_kind_of_change_plans_its_action(world: World):
         "forces_replacement": True,
     }
     assert forcing["scaling"]["forces_replacement"] is False
-    assert plan["summary"] == {"create": 0, "update": 1, "replace": 2, "delete": 3}
+    assert plan["summary"] == {"create": 0, "update": 1, "replace": 2, "delete": 3, "adopt": 0}
 
     text = world.run("plan", str(world.fleet)).stdout
     assert "mig must be replaced (mig_setting cannot change in place)" in text

@@ -104,7 +104,7 @@ def test_the_plan_text_shows_exactly_what_plan_json_holds():
                 ],
             },
         ],
-        "summary": {"create": 0, "update": 0, "replace": 1, "delete": 1},
+        "summary": {"create": 0, "update": 0, "replace": 1, "delete": 1, "adopt": 0},
         "in_progress": ["gcp/c"],
         "errors": ["aws: access denied", "gcp: pool d exists but was not created by provisioner"],
         "kube": [],  # no device-plugin ConfigMap was compared

@@ -227,7 +227,7 @@ CASES = {
         """,
         [
             "11: clusters[azure-ml].pools[t4].diskSizeGB: unknown field; did you mean diskSizeGb? "
-            "allowed: name, instanceType, gpu, nodes, edge, spot, diskSizeGb, labels, taints"
+            "allowed: name, instanceType, gpu, nodes, edge, spot, diskSizeGb, labels, taints, adopt"
         ],
     ),
     "sharing mode not known": (

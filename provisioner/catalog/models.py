@@ -74,6 +74,8 @@ class PoolRow(Base):
     slices_allocated: Mapped[int | None]
     allocation_at: Mapped[datetime | None]
     allocation_stale: Mapped[bool] = mapped_column(server_default=false())
+    # When provisioner took over the pool it did not create (the adopt action); None: it never did.
+    adopted_at: Mapped[datetime | None]
 
 
 class SyncRunRow(Base):
@@ -99,6 +101,6 @@ class DriftRow(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
     pool: Mapped[str] = mapped_column(String(200))
-    kind: Mapped[str] = mapped_column(String(16))  # missing | extra | changed | conflict
+    kind: Mapped[str] = mapped_column(String(16))  # missing | extra | changed | conflict | unowned
     fields: Mapped[list[Any]]  # [{field, fleet, cloud}] for changed, [{message}] for a conflict
     detected_at: Mapped[datetime]

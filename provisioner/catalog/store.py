@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
+    and_,
     bindparam,
     case,
     create_engine,
@@ -169,19 +170,26 @@ class Store:
         pools: Sequence[ObservedPool],
         drift: Sequence[DriftFinding],
         observed_at: datetime,
+        *,
         allocation: Mapping[str, Allocation] | None = None,
+        adopted: Collection[str] = (),
     ) -> bool:
         """Write one cluster's listing in one transaction; False if a newer listing is stored.
 
         `allocation`, per pool name, is what the cluster's Kubernetes API said; None where it could
-        not be asked: the figures stored before are kept, marked stale."""
+        not be asked: the figures stored before are kept, marked stale. `adopted` names the pools
+        an apply just adopted; a pool the catalog saw unowned and now sees owned was adopted too,
+        whoever did it."""
         with self._writer, self.engine.begin() as conn:
             cluster_id, stored_at = self._upsert_cluster(conn, identity)
             if stored_at is not None and stored_at > observed_at:
                 return False
             conn.execute(self._sql.cluster_ok, {"cid": cluster_id, "observed_at": observed_at, "now": now()})
             if pools:
-                conn.execute(self._sql.pool_upsert, [_pool_values(cluster_id, p, observed_at) for p in pools])
+                conn.execute(
+                    self._sql.pool_upsert,
+                    [_pool_values(cluster_id, p, observed_at, p.state.name in adopted) for p in pools],
+                )
             if allocation is None:
                 conn.execute(self._sql.allocation_stale, {"cid": cluster_id})
             else:
@@ -316,16 +324,25 @@ class _Statements:
         values = [
             c.name
             for c in PoolRow.__table__.columns
-            if c.name not in ("id", "cluster_id", "name", "first_seen", "deleted_at", *_ALLOCATION)
+            if c.name
+            not in ("id", "cluster_id", "name", "first_seen", "deleted_at", "adopted_at", *_ALLOCATION)
         ]
         # A pool that comes back after being deleted is a new pool: it is first seen again now.
         revived = case((PoolRow.deleted_at.is_not(None), pool.excluded.first_seen), else_=PoolRow.first_seen)
+        # Adopted now: by this apply (the row says so), or seen unowned before and owned now.
+        adopted = case(
+            (pool.excluded.adopted_at.is_not(None), pool.excluded.adopted_at),
+            (PoolRow.deleted_at.is_not(None), None),
+            (and_(~PoolRow.owned, pool.excluded.owned), pool.excluded.last_seen),
+            else_=PoolRow.adopted_at,
+        )
         self.pool_upsert = pool.on_conflict_do_update(
             index_elements=["cluster_id", "name"],
             set_={
                 **{column: pool.excluded[column] for column in values},
                 "first_seen": revived,
                 "deleted_at": None,
+                "adopted_at": adopted,
             },
         )
         self.pools_gone = (
@@ -359,6 +376,8 @@ class _Statements:
 
 # Written by the allocation statements, after the listing's upsert (which leaves them as they were).
 _ALLOCATION = ("k8s_nodes", "slices_advertised", "slices_allocated", "allocation_at", "allocation_stale")
+# Columns a listing's upsert writes by rules of their own (allocation; when a pool was adopted).
+_KEPT = ("adopted_at", *_ALLOCATION)
 # The pool table's columns for the keys of a pool's JSON (pooljson.observed_json) it names otherwise.
 _COLUMN_OF = {"pool": "name", "gpu": "gpu_model", "mig": "mig_profile"}
 _KEY_OF = {column: key for key, column in _COLUMN_OF.items()}
@@ -366,11 +385,11 @@ _KEY_OF = {column: key for key, column in _COLUMN_OF.items()}
 _LISTED = tuple(
     c.name
     for c in PoolRow.__table__.columns
-    if c.name not in ("id", "cluster_id", "first_seen", "last_seen", "deleted_at", *_ALLOCATION)
+    if c.name not in ("id", "cluster_id", "first_seen", "last_seen", "deleted_at", *_KEPT)
 )
 
 
-def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime) -> dict[str, Any]:
+def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime, adopted: bool) -> dict[str, Any]:
     shown = observed_json(pool.state, pool.capacity)
     return {
         "cluster_id": cluster_id,
@@ -378,6 +397,7 @@ def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime) -> 
         "first_seen": observed_at,
         "last_seen": observed_at,
         "deleted_at": None,
+        "adopted_at": observed_at if adopted else None,
     }
 
 
@@ -405,6 +425,7 @@ def _pool_dict(row: Any) -> dict[str, Any]:
         "first_seen": _iso(pool["first_seen"]),
         "last_seen": _iso(pool["last_seen"]),
         "deleted_at": _iso(pool["deleted_at"]),
+        "adopted_at": _iso(pool["adopted_at"]),
         "cluster_status": pool["cluster_status"],
         "k8s_nodes": pool["k8s_nodes"],
         "slices_advertised": pool["slices_advertised"],

@@ -9,7 +9,7 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -84,7 +84,7 @@ def drift_of(compiled: CompiledCluster, observation: Observation) -> list[DriftF
             change.pool,
             change.action.drift,
             [{"field": f.field, "fleet": f.after, "cloud": f.before} for f in change.fields]
-            if change.action.drift == "changed"
+            if change.action.drift in ("changed", "unowned")  # an adoption's own changes, if any
             else [],
         )
         for change in planned.changes
@@ -105,10 +105,12 @@ def sync(
     discovered: Sequence[Target] = (),
     policy: RetryPolicy | None = None,
     kube: KubeAccess | None = None,
+    adopted: Mapping[str, Collection[str]] | None = None,
 ) -> SyncReport:
     """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each in its
     own transaction as soon as it is listed. With `kube`, each fleet cluster's Kubernetes API is
-    asked too, for what its pools' nodes advertise and what pods hold (allocation)."""
+    asked too, for what its pools' nodes advertise and what pods hold (allocation). `adopted`:
+    per cluster, the pools an apply adopted."""
     mine = [c for c in compiled if in_shard(c.name, shard)]
     extra = [c for c in discovered if in_shard(c.name, shard)]
     report = SyncReport(store.start_run(f"{shard[0]}/{shard[1]}" if shard else None))
@@ -140,7 +142,9 @@ def sync(
             with lock:
                 report.allocation_stale[cluster.name] = unasked
         try:
-            store.record_cluster(who, pools, drift, now(), allocation)
+            store.record_cluster(
+                who, pools, drift, now(), allocation=allocation, adopted=(adopted or {}).get(cluster.name, ())
+            )
         except SQLAlchemyError as error:  # its transaction rolled back: its rows are as they were
             failed(who, f"cannot write to the catalog: {reason_of(error)}", started)
             return

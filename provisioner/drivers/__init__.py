@@ -97,6 +97,12 @@ class Driver(Protocol):
         """Delete an owned pool; NotFound where it is gone already."""
         ...
 
+    def adopt_pool(self, cluster: ClusterRef, name: str) -> PoolState:
+        """Add the ownership marker to a pool the tool did not create, and change nothing else: the
+        pool keeps its identity, nodes and workloads. A pool already owned is returned as it is (a
+        retry after the cloud took the first request)."""
+        ...
+
     def discover(self, scope: ClusterRef) -> list[ClusterRef]:
         """Every cluster the credentials see where `scope` lives (its subscription, project or
         region); for `sync --discover`."""

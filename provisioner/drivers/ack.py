@@ -117,6 +117,19 @@ class AckDriver:
         self._wait_task(cluster, body.get("task_id"), what)
         return _observed(self._wait_settled(cluster, nodepool_id, what))
 
+    def adopt_pool(self, cluster: ClusterRef, name: str) -> PoolState:
+        raw = self._find(cluster, name)
+        current = _observed(raw)
+        if current.owned:
+            return current
+        nodepool_id = raw["nodepool_info"]["nodepool_id"]
+        body = self._call(
+            cluster, "modify_cluster_node_pool_with_options", cluster.name, nodepool_id, _adopt_request(raw)
+        )
+        what = f"adopting node pool {name}"
+        self._wait_task(cluster, body.get("task_id"), what)
+        return _observed(self._wait_settled(cluster, nodepool_id, what))
+
     def delete_pool(self, cluster: ClusterRef, name: str) -> None:
         from alibabacloud_cs20151215 import models as cs
 
@@ -330,6 +343,35 @@ def _modify_request(current: PoolState, desired: PoolState) -> Any:
         # The SDK sends scaling_group.tags as [] when unset: give the tag, so none is lost.
         tags = [cs.Tag(key=OWNER_TAG_KEY, value=OWNER_TAG_VALUE)]
         request.scaling_group = cs.ModifyClusterNodePoolRequestScalingGroup(tags=tags, **group)
+    return request
+
+
+def _adopt_request(raw: dict[str, Any]) -> Any:
+    """The pool's labels and taints exactly as they are, plus the owner label (the request always
+    carries both whole lists), and on ECS pools its ECS tags plus the owner tag. Existing nodes
+    are left alone (update_nodes off): the label marks the pool, and adopting touches no node."""
+    from alibabacloud_cs20151215 import models as cs
+
+    config = raw.get("kubernetes_config") or {}
+    labels = {label["key"]: label.get("value") or "" for label in config.get("labels") or []}
+    labels[OWNER_LABEL_KEY] = OWNER_LABEL_VALUE
+    request = cs.ModifyClusterNodePoolRequest(
+        kubernetes_config=cs.ModifyClusterNodePoolRequestKubernetesConfig(
+            labels=[cs.Tag(key=key, value=value) for key, value in labels.items()],
+            taints=[
+                cs.Taint(key=t["key"], value=t.get("value") or "", effect=t.get("effect") or "NoSchedule")
+                for t in config.get("taints") or []
+            ],
+        ),
+        update_nodes=False,
+    )
+    if (raw.get("nodepool_info") or {}).get("type") != "edge":
+        group = raw.get("scaling_group") or {}
+        tags = {tag["key"]: tag.get("value") or "" for tag in group.get("tags") or []}
+        tags[OWNER_TAG_KEY] = OWNER_TAG_VALUE
+        request.scaling_group = cs.ModifyClusterNodePoolRequestScalingGroup(
+            tags=[cs.Tag(key=key, value=value) for key, value in tags.items()]
+        )
     return request
 
 

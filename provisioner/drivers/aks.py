@@ -90,6 +90,19 @@ class AksDriver:
         self._put(cluster, desired.name, properties, f"updating agent pool {desired.name}")
         return self._read(cluster, desired.name)
 
+    def adopt_pool(self, cluster: ClusterRef, name: str) -> PoolState:
+        with _sdk_errors():
+            current = self._pools(cluster).get(cluster.location, cluster.name, name, **self._options)
+        if _observed(current).owned:
+            return _observed(current)
+        # agentPools has no tags-only call (PUT, GET and DELETE only): PUT the pool exactly as its
+        # GET shows it, plus the tag. Spot labels and taints go back as AKS wrote them.
+        properties = current.properties.as_dict()
+        properties.pop("provisioningState", None)
+        properties["tags"] = {**(properties.get("tags") or {}), OWNER_TAG_KEY: OWNER_TAG_VALUE}
+        self._put(cluster, name, properties, f"adopting agent pool {name}")
+        return self._read(cluster, name)
+
     def delete_pool(self, cluster: ClusterRef, name: str) -> None:
         if not self._read(cluster, name).owned:
             raise NotOwned(f"agent pool {name} was not created by provisioner; not deleting it")

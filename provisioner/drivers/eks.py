@@ -156,6 +156,17 @@ class EksDriver:
             self._wait_update(cluster, desired.name, update, f"updating node group {desired.name}")
         return self._read(cluster, desired.name)
 
+    def adopt_pool(self, cluster: ClusterRef, name: str) -> PoolState:
+        described = self._describe(cluster, name)
+        if _observed(described).owned:
+            return _observed(described)
+        # TagResource adds tags to the node group (its other tags stay) and starts no update.
+        with _sdk_errors():
+            self._client(cluster).tag_resource(
+                resourceArn=described["nodegroupArn"], tags={OWNER_TAG_KEY: OWNER_TAG_VALUE}
+            )
+        return self._read(cluster, name)
+
     def delete_pool(self, cluster: ClusterRef, name: str) -> None:
         if not self._read(cluster, name).owned:
             raise NotOwned(f"node group {name} was not created by provisioner; not deleting it")

@@ -113,6 +113,20 @@ class GkeDriver:
             self._wait(cluster, operation, f"scaling node pool {desired.name}")
         return self._read(cluster, desired.name)
 
+    def adopt_pool(self, cluster: ClusterRef, name: str) -> PoolState:
+        from google.cloud import container_v1 as gke
+
+        path = f"{_path(cluster)}/nodePools/{name}"
+        current = self._call(self._client.get_node_pool, name=path)
+        if _observed(current).owned:
+            return _observed(current)
+        # UpdateNodePoolRequest.resource_labels replaces the whole set: keep the pool's own.
+        labels = {**dict(current.config.resource_labels), OWNER_TAG_KEY: OWNER_TAG_VALUE}
+        request = gke.UpdateNodePoolRequest(name=path, resource_labels=gke.ResourceLabels(labels=labels))
+        operation = self._call(self._client.update_node_pool, request=request)
+        self._wait(cluster, operation, f"adopting node pool {name}")
+        return self._read(cluster, name)
+
     def delete_pool(self, cluster: ClusterRef, name: str) -> None:
         if not self._read(cluster, name).owned:
             raise NotOwned(f"node pool {name} was not created by provisioner; not deleting it")

@@ -130,6 +130,12 @@ class Engine:
             self.settle()
             return self._operations.get(operation_id)
 
+    def history(self, key: str, pool: str) -> list[OperationKind]:
+        """The kinds of the operations started on `pool` of cluster `key`, oldest first: tests ask
+        whether a pool was only ever updated, never deleted and made anew."""
+        with self._lock:
+            return [o.kind for o in self._operations.values() if (o.cluster, o.pool) == (key, pool)]
+
     def settle(self) -> None:
         """Finish every operation whose time has come."""
         with self._lock:

@@ -226,7 +226,8 @@ def test_sync_of_one_shard_writes_only_its_clusters(world: World, catalog_url: s
 GKE_DEFAULT_POOL_IN_FLEET = "      - {name: default-pool, instanceType: g2-standard-8, nodes: {count: 1}}\n"
 CONFLICT = (
     "pool default-pool exists but was not created by provisioner; it is left alone "
-    "(rename the pool in the fleet, or remove the existing one yourself)"
+    "(rename the pool in the fleet, remove the existing one yourself, or mark the fleet entry "
+    "adopt: true to bring it under management; `provisioner import` writes that entry)"
 )
 
 

@@ -16,6 +16,7 @@ from provisioner.drivers.registry import connect
 from provisioner.errors import Busy, CloudError, InvalidRequest, NotFound, NotOwned, Throttled, Unavailable
 from provisioner.pools import PoolState, Scaling, Taint
 from provisioner.sandbox.server import Sandbox
+from tests.unowned import USER_TAG, create_unowned, identity
 
 # The contract fleet's pool names: MIG, time-sliced, MPS, MIG + sharing (a class may name its own).
 KINDS = ("mig", "ts", "mps", "migts")
@@ -77,6 +78,26 @@ class DriverContract:
             driver.delete_pool(cluster, self.system_pool)
         after = {p.name: p for p in driver.list_pools(cluster)}[self.system_pool]
         assert after == system
+
+    def test_adopting_adds_the_marker_and_nothing_else(self, driver, cluster, desired, sandbox):
+        made = dataclasses.replace(desired[self.kinds[-1]], name="adoptee")
+        before = create_unowned(sandbox, cluster, made)
+        was = identity(sandbox, cluster, "adoptee")
+        with pytest.raises(NotOwned):
+            driver.delete_pool(cluster, "adoptee")
+
+        adopted = driver.adopt_pool(cluster, "adoptee")
+        assert adopted.owned
+        assert adopted == dataclasses.replace(before, owned=True)  # every compared field as it was
+        assert (adopted.nodes, adopted.cloud_id) == (before.nodes, before.cloud_id)
+        now = identity(sandbox, cluster, "adoptee")
+        assert (now["id"], now["created"]) == (was["id"], was["created"])  # the same pool, not a new one
+        assert now["tags"] == {**dict([USER_TAG]), "managed-by": "provisioner"}  # the user's tag kept
+
+        assert driver.adopt_pool(cluster, "adoptee") == adopted  # again: nothing to do
+        assert identity(sandbox, cluster, "adoptee") == now
+        driver.delete_pool(cluster, "adoptee")  # owned now: the tool may delete it
+        assert "adoptee" not in self.names(driver, cluster)
 
     def test_a_second_operation_while_one_runs_is_busy(self, driver, cluster, desired):
         want = dataclasses.replace(desired[self.kinds[1]], name="busy")

@@ -18,6 +18,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from provisioner.sandbox.ack import exceptions as err
@@ -110,6 +111,7 @@ class NodePool:
     auto_scaling: AutoScaling = AutoScaling()
     is_default: bool = False
     state: str = "initial"  # initial, active, updating, scaling, deleting, failed
+    created: str = ""  # nodepool_info.created, ISO 8601, set when the pool is created
 
     @property
     def total_nodes(self) -> int:
@@ -169,6 +171,7 @@ class AckBackend:
             system_disk_category="cloud_essd",
             is_default=True,
             state="active",
+            created=_now(),
         )
         self.clusters[cluster_id].pools[pool.nodepool_id] = pool
         return pool
@@ -203,7 +206,9 @@ class AckBackend:
                 raise err.ErrorNodePoolNameDuplicated(
                     f"A node pool named {pool.name} already exists in cluster {cluster_id}."
                 )
-            created = replace(pool, nodepool_id=self._ids("np"), region_id=self.region, state="initial")
+            created = replace(
+                pool, nodepool_id=self._ids("np"), region_id=self.region, state="initial", created=_now()
+            )
             cluster.pools[created.nodepool_id] = created
             return self._begin(cluster, created.nodepool_id, "nodepool_create", lambda: replace(created))
 
@@ -449,3 +454,8 @@ def _check_tags(tags: tuple[Label, ...]) -> None:
                 raise err.InvalidParameter(
                     f"scaling_group.tags: {text!r} must not start with aliyun or acs: nor contain http(s)://."
                 )
+
+
+def _now() -> str:
+    """A creation time as DescribeClusterNodePools spells it: 2020-09-27T20:37:46+08:00."""
+    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -179,6 +179,7 @@ def encode_pool(pool: NodePool) -> dict[str, Any]:
             "is_default": pool.is_default,
             "region_id": pool.region_id,
             "resource_group_id": "",
+            "created": pool.created,
         },
         "status": {
             "state": pool.state,

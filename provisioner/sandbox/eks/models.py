@@ -13,7 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.sandbox.eks.exceptions import InvalidParameterException, ResourceInUseException
+from provisioner.sandbox.eks.exceptions import (
+    InvalidParameterException,
+    ResourceInUseException,
+    ResourceNotFoundException,
+)
 from provisioner.sandbox.engine import Engine
 
 # nodegroupName: CreateNodegroup API reference (1-63 characters, starting with a letter or digit,
@@ -54,6 +58,14 @@ AMI_TYPES = (
 )
 # CreateNodegroup API reference, taints: "a maximum of 50 taints per node group".
 MAX_TAINTS = 50
+# TagResource (EKS API reference, and the tagging page "Tag your Amazon EKS resources"): at most 50
+# tags per resource, keys 1-128 and values 0-256 characters, and the aws: prefix is reserved.
+MAX_TAGS = 50
+TAG_KEY_LENGTH, TAG_VALUE_LENGTH = 128, 256
+# A managed node group's ARN: arn:<partition>:eks:<region>:<account>:nodegroup/<cluster>/<name>/<uuid>.
+NODEGROUP_ARN = re.compile(
+    r"^arn:aws[-a-z]*:eks:[^:]+:\d{12}:nodegroup/(?P<cluster>[^/]+)/(?P<name>[^/]+)/[^/]+$"
+)
 # (min, max) length of each, from botocore's EKS model (shapes labelKey, labelValue, taintKey,
 # taintValue). botocore checks minimums client-side, not maximums: the service checks both.
 LENGTHS = {"label key": (1, 63), "label value": (1, 63), "taint key": (1, 63), "taint value": (0, 63)}
@@ -80,6 +92,20 @@ def check_update(body: dict[str, Any], current: dict[str, Any]) -> None:
     _check_labels((body.get("labels") or {}).get("addOrUpdateLabels") or {})
     scaling = {**current.get("scalingConfig", {}), **(body.get("scalingConfig") or {})}
     _check_scaling(scaling)
+
+
+def check_tags(tags: Any) -> None:
+    if not isinstance(tags, dict) or not tags:
+        raise InvalidParameterException("tags must be a map of at least one tag.")
+    for key, value in tags.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= TAG_KEY_LENGTH or key.lower().startswith("aws:"):
+            raise InvalidParameterException(
+                f"Tag key {key!r} is invalid: 1 to {TAG_KEY_LENGTH} characters, not starting with aws:."
+            )
+        if not isinstance(value, str) or len(value) > TAG_VALUE_LENGTH:
+            raise InvalidParameterException(
+                f"Tag value for {key!r} must be at most {TAG_VALUE_LENGTH} characters."
+            )
 
 
 def _check_scaling(scaling: dict[str, int]) -> None:
@@ -176,6 +202,28 @@ class EksBackend:
             raise ResourceInUseException(
                 f"Nodegroup {key[1]} is currently {transition.status}; wait until it is ACTIVE."
             )
+
+    def tag_nodegroup(self, arn: str, tags: Any) -> bool:
+        """TagResource on a node group's ARN: its tags merged with `tags`; False where `arn`
+        names no node group (a cluster's, which moto tags itself)."""
+        from moto.eks.models import eks_backends
+
+        named = NODEGROUP_ARN.match(arn)
+        if named is None:
+            return False
+        check_tags(tags)
+        with self.engine.lock:
+            found = eks_backends[self.account][self.region].clusters.get(named["cluster"])
+            group = found.nodegroups.get(named["name"]) if found is not None else None
+            if group is None or group.arn != arn:
+                raise ResourceNotFoundException(f"No node group found for ARN: {arn}.")
+            merged = {**(group.tags or {}), **tags}
+            if len(merged) > MAX_TAGS:
+                raise InvalidParameterException(
+                    f"A resource has at most {MAX_TAGS} tags; this would have {len(merged)}."
+                )
+            group.tags = merged
+        return True
 
     def nodegroups(self, cluster: str) -> dict[str, dict[str, Any]]:
         """`cluster`'s node groups that have nodes, as moto holds them (the sandbox's Kubernetes

@@ -131,6 +131,11 @@ class EksHandlers:
             {"update": {"id": update, "status": status, "type": "ConfigUpdate", "errors": []}}
         )
 
+    def tag(self, request: Request, arn: str) -> Response:
+        if self._backend(request).tag_nodegroup(arn, request_json(request).get("tags")):
+            return json_response({})
+        return self._forward(request)
+
     def delete(self, request: Request, cluster: str, nodegroup: str) -> Response:
         key, backend = (cluster, nodegroup), self._backend(request)
         backend.ensure_idle(key)

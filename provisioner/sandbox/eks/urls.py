@@ -16,6 +16,8 @@ ROUTES = Map(
         Rule(_GROUP, methods=["DELETE"], endpoint="delete"),
         Rule(f"{_GROUP}/update-config", methods=["POST"], endpoint="update"),
         Rule("/clusters/<cluster>/updates/<update>", methods=["GET"], endpoint="describe_update"),
+        # TagResource: moto tags clusters only (its tag_resource says so); node groups are served here.
+        Rule("/tags/<path:arn>", methods=["POST"], endpoint="tag"),
         Rule("/<path:rest>", endpoint="moto"),
     ],
     strict_slashes=False,
