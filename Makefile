@@ -21,7 +21,7 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 3
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -238,7 +238,10 @@ def test_pools_made_by_hand_are_imported_exactly_adopted_and_keep_their_identity
         "  <= a100mig will be adopted (only the ownership marker is added: its nodes and workloads stay)\n"
         in text
     )
-    assert text.endswith("Plan: 14 to adopt, 0 to create, 0 to update, 0 to replace, 0 to delete.\n")
+    assert text.endswith(
+        "Plan: 14 to adopt, 0 to create, 0 to update, 0 to replace, 0 to delete.\n"
+        "Kubernetes: 2 device-plugin ConfigMaps to apply.\n"  # the pools' keys, installed by apply
+    )
 
     applied = clouds.run("apply", str(clouds.fleet), "--auto-approve")
     assert applied.exit_code == 0, applied.output
@@ -389,7 +392,10 @@ def test_an_entry_that_differs_from_its_pool_plans_adopt_with_the_update_or_repl
     text = clouds.run("plan", str(clouds.fleet)).stdout
     assert "  <= t4ts will be adopted, then replaced (instance_type cannot change in place)\n" in text
     assert "  <= l4-ts will be adopted, then updated in place\n      scaling: 1 -> 3\n" in text
-    assert text.endswith("Plan: 4 to adopt, 0 to create, 3 to update, 1 to replace, 0 to delete.\n")
+    assert text.endswith(
+        "Plan: 4 to adopt, 0 to create, 3 to update, 1 to replace, 0 to delete.\n"
+        "Kubernetes: 2 device-plugin ConfigMaps to apply.\n"  # the pools' keys, installed by apply
+    )
 
     applied = clouds.run("apply", str(clouds.fleet), "--auto-approve")
     assert applied.exit_code == 0, applied.output
