@@ -17,7 +17,7 @@ from provisioner import hardware
 from provisioner.capacity import SHARING_ISOLATION, memory_per_slice_gb, slices_per_gpu
 from provisioner.drivers import Target
 from provisioner.errors import FleetError
-from provisioner.fleet import Cluster, Fleet, Pool, Sharing, parse
+from provisioner.fleet import Cluster, Fleet, Pool, SalvagedFleet, Sharing, parse
 from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
 from provisioner.nvidia import DevicePluginConfig, marks
 from provisioner.pools import NativeSharing, PoolState, Scaling, Taint
@@ -136,7 +136,7 @@ def compile_file(path: str | Path, text: str | None = None) -> CompiledFleet:
     return compiled
 
 
-def compile_fleet(fleet: Fleet) -> CompiledFleet:
+def compile_fleet(fleet: Fleet | SalvagedFleet) -> CompiledFleet:
     hw = hardware.load()
     problems: list[Diagnostic] = []
     clusters = []

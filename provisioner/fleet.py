@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import types
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
@@ -212,7 +213,7 @@ class _ClusterSpec(Spec):
     kube_context: NonEmpty | None = Field(None, description="kubeconfig context of this cluster's API")
 
     _loc: Loc = PrivateAttr(())
-    _complete: bool = PrivateAttr(True)  # False: its own fields are invalid (see _valid_parts)
+    _complete: bool = PrivateAttr(True)  # as SalvagedCluster's: its own fields are valid
     # The field that names the cluster in its cloud (ACK names it by ID).
     identity_field: ClassVar[str] = "cluster"
 
@@ -323,7 +324,7 @@ class Fleet(Spec):
 _CLUSTER = TypeAdapter(Cluster)
 
 
-def parse(path: str | Path, text: str | None = None) -> tuple[Fleet, list[Diagnostic]]:
+def parse(path: str | Path, text: str | None = None) -> tuple[Fleet | SalvagedFleet, list[Diagnostic]]:
     """The fleet in `path` (or `text`, read from `path` before) and every structural problem in it.
 
     Where the file has problems, the fleet holds the clusters and pools that are themselves
@@ -352,26 +353,48 @@ def load(path: str | Path, text: str | None = None) -> Fleet:
     fleet, problems = parse(path, text)
     if problems:
         raise FleetError(problems)
+    assert isinstance(fleet, Fleet)  # only a file with problems is salvaged
     return fleet
 
 
-def _valid_parts(data: Any) -> Fleet:
-    """The clusters and pools of `data` that are valid on their own.
+@dataclass
+class SalvagedCluster:
+    """A cluster entry whose own fields are invalid, but whose cloud is known: its valid pools,
+    so that their cloud rules are checked (and reported) in the same run."""
 
-    A cluster whose own fields are invalid but whose cloud is known still carries its valid
-    pools (built unvalidated, marked incomplete), so their cloud rules can be checked too.
-    """
+    name: Any
+    cloud: str
+    pools: list[Pool]
+    _loc: Loc = ()
+    _complete: bool = False
+
+
+@dataclass
+class SalvagedFleet:
+    """The parts of a fleet file with problems that are valid on their own: enough to report
+    every problem at once, never enough to plan from."""
+
+    clusters: list[Any]
+    _source: SourceDocument | None = None
+
+    @property
+    def source(self) -> SourceDocument:
+        assert self._source is not None
+        return self._source
+
+
+def _valid_parts(data: Any) -> SalvagedFleet:
+    """The clusters and pools of `data` that are valid on their own. A cluster whose own fields
+    are invalid but whose cloud is known still carries its valid pools (SalvagedCluster)."""
     clusters = []
     for ci, raw in _items(data, "clusters"):
         try:
             cluster = _CLUSTER.validate_python({**raw, "pools": []})
         except ValidationError:
             cloud = raw.get("cloud")
-            model = _CLUSTER_MODELS.get(cloud) if isinstance(cloud, str) else None
-            if model is None:
+            if not isinstance(cloud, str) or cloud not in _CLUSTER_MODELS:
                 continue
-            cluster = model.model_construct(name=raw.get("name"), cloud=cloud, pools=[])
-            cluster._complete = False
+            cluster = SalvagedCluster(raw.get("name"), cloud, [])
         pools = []
         for pi, raw_pool in _items(raw, "pools"):
             try:
@@ -380,10 +403,13 @@ def _valid_parts(data: Any) -> Fleet:
                 continue
             pool._loc = ("clusters", ci, "pools", pi)
             pools.append(pool)
-        cluster = cluster.model_copy(update={"pools": pools})  # private attributes come along
+        if isinstance(cluster, SalvagedCluster):
+            cluster.pools = pools
+        else:
+            cluster = cluster.model_copy(update={"pools": pools})  # its pools, each validated above
         cluster._loc = ("clusters", ci)
         clusters.append(cluster)
-    return Fleet.model_construct(clusters=clusters)
+    return SalvagedFleet(clusters)
 
 
 def _items(data: Any, key: str) -> list[tuple[int, dict[str, Any]]]:
