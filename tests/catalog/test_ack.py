@@ -59,6 +59,15 @@ def test_the_issue_s_ack_fleet_applies_converges_and_is_catalogued_in_gib(tmp_pa
         assert applied.exit_code == 0, applied.output
         again = run("plan", str(fleet), "--detailed-exitcode")
         assert again.exit_code == 0, again.output  # read back as the fleet asked: no perpetual diff
+        # In the cluster: the cGPU nodes advertise 22 GiB per A10, the edge machine 15 GiB per T4.
+        verified = run("verify", str(fleet), "--json")
+        assert verified.exit_code == 0, verified.output
+        assert [
+            (p["pool"], p["status"], p["nodes"], p["problems"]) for p in json.loads(verified.stdout)["pools"]
+        ] == [
+            ("a10-cgpu", "ok", 2, []),
+            ("edge-t4", "ok", 1, []),
+        ]
 
         ref = compiled.clusters[0].target.ref
         pools = {p.name: p for p in connect("ack", sandbox.directory).list_pools(ref)}

@@ -132,10 +132,19 @@ ACK_INSTANCE_TYPES = {
         "V100-32GB",
     ),
 }
-# An ACK edge pool's nodes are added by the user, not by ACK; the sandbox adds one, with the GPU of
-# the seed document's edge example (a V100 16GB, ALIYUN_COM_GPU_MEM_DEV=16).
+# An ACK edge pool's nodes are added by the user, not by ACK; the sandbox adds one. Its GPUs are
+# what the pool's own labels say its machines carry (the labels a pool may carry to describe
+# them), else the seed document's edge example (a V100 16GB, ALIYUN_COM_GPU_MEM_DEV=16).
 ACK_EDGE_NODES = 1
 ACK_EDGE_GPU = ("V100-16GB", 1)
+ACK_EDGE_GPU_LABELS = ("gpu.provisioner.io/model", "gpu.provisioner.io/count")
+
+
+def _edge_gpu(labels: dict[str, str]) -> tuple[str, int]:
+    model, count = (labels.get(key) for key in ACK_EDGE_GPU_LABELS)
+    if model and count and count.isdigit():
+        return model, int(count)
+    return ACK_EDGE_GPU
 
 
 @dataclass
@@ -378,7 +387,7 @@ class AckPools:
                 continue
             edge = pool.type == "edge"
             size = pool.instance_types[0] if pool.instance_types else ""
-            gpu = ACK_EDGE_GPU if edge else ACK_INSTANCE_TYPES.get(size)
+            gpu = _edge_gpu(dict(pool.labels)) if edge else ACK_INSTANCE_TYPES.get(size)
             count = ACK_EDGE_NODES if edge else pool.total_nodes
             subnet = slot(pool.nodepool_id)
             found.append(
