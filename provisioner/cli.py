@@ -13,7 +13,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from provisioner import __version__
-from provisioner.commands.kube import inspect_command, kube_access, kube_options, verify_command
+from provisioner.commands.kube import (
+    inspect_command,
+    kube_access,
+    kube_options,
+    sandbox_option,
+    verify_command,
+)
 from provisioner.drivers.registry import DRIVERS  # names only: no SDK behind this import
 from provisioner.errors import FleetError, ProvisionerError
 
@@ -83,24 +89,6 @@ def _os_error(doing: str, exc: OSError) -> NoReturn:
 def main(ctx: click.Context, sandbox: Path | None) -> None:
     """Fractional-GPU node pools on AKS, GKE and EKS from one fleet file."""
     ctx.obj = sandbox
-
-
-def _use_sandbox(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
-    if value is not None:  # given after the command name: it wins over the one before it
-        ctx.obj = value
-
-
-def _sandbox_option(command):
-    """`--sandbox DIR` after the command name too (`plan fleet.yaml --sandbox DIR`); the group's
-    option, before the name, reads PROVISIONER_SANDBOX."""
-    return click.option(
-        "--sandbox",
-        metavar="DIR",
-        type=click.Path(file_okay=False, path_type=Path),
-        expose_value=False,
-        callback=_use_sandbox,
-        help="As `provisioner --sandbox DIR` [env PROVISIONER_SANDBOX].",
-    )(command)
 
 
 @main.command()
@@ -183,13 +171,7 @@ def cronjob(schedule: str, image: str, shards: int, namespace: str) -> None:
     N pods, each syncing its share of the fleet)."""
     from provisioner import render as rendering
 
-    try:
-        manifest = rendering.render_cronjob(
-            schedule=schedule, image=image, namespace=namespace, shards=shards
-        )
-    except rendering.InvalidOption as exc:
-        click.echo(f"error: {exc.option}: {exc}", err=True)
-        sys.exit(1)
+    manifest = rendering.render_cronjob(schedule=schedule, image=image, namespace=namespace, shards=shards)
     click.echo(manifest, nl=False)
 
 
@@ -203,13 +185,9 @@ def catalog_service(image: str, namespace: str, replicas: int, port: int) -> Non
     Secret provisioner-catalog, keys token and url)."""
     from provisioner import render as rendering
 
-    try:
-        manifest = rendering.render_catalog_service(
-            image=image, namespace=namespace, replicas=replicas, port=port
-        )
-    except rendering.InvalidOption as exc:
-        click.echo(f"error: {exc.option}: {exc}", err=True)
-        sys.exit(1)
+    manifest = rendering.render_catalog_service(
+        image=image, namespace=namespace, replicas=replicas, port=port
+    )
     click.echo(manifest, nl=False)
 
 
@@ -228,7 +206,7 @@ def schema() -> None:
 @click.argument("fleet")
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the pools as JSON.")
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def pools(sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: bool) -> None:
     """List every pool the fleet's clusters hold now, the ones provisioner does not own included."""
@@ -262,7 +240,7 @@ def pools(sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: b
     "--all", "all_pools", is_flag=True, help="Every pool provisioner does not own, not only GPU pools."
 )
 @click.option("--write", is_flag=True, help="Add the entries (adopt: true) to FLEET in place.")
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def import_pools(
     sandbox: Path | None,
@@ -405,7 +383,7 @@ def _drivers(sandbox: Path | None) -> Drivers:
 )
 @click.option("--destroy", is_flag=True, help="Plan to delete every pool provisioner owns in these clusters.")
 @kube_options
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def plan(
     sandbox: Path | None,
@@ -495,7 +473,7 @@ def _catalog_option(command):
 @_outage_timeout_option
 @_catalog_option
 @kube_options
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def apply(
     sandbox: Path | None,
@@ -542,7 +520,7 @@ def apply(
 @_lock_url_option
 @_outage_timeout_option
 @_catalog_option
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def destroy(
     sandbox: Path | None,
@@ -631,7 +609,7 @@ def _shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--shard", metavar="I/N", help="Only the clusters whose stable hash falls in shard I of N.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @kube_options
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def sync(
     sandbox: Path | None,
@@ -720,7 +698,7 @@ def sync(
     "with the fragment merged into every pod template.",
 )
 @click.option("--container", metavar="NAME", help="With --manifest: the container that gets the GPU limit.")
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def place(
     sandbox: Path | None,
@@ -835,7 +813,7 @@ def catalog() -> None:
 @click.option("--cloud", type=click.Choice(list(DRIVERS)), help="Only this cloud.")
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the pools as JSON.")
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def catalog_ls(
     sandbox: Path | None, catalog_url: str | None, cloud: str | None, cluster_name: str | None, as_json: bool
@@ -854,7 +832,7 @@ def catalog_ls(
 @_catalog_option
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the capacity as JSON.")
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def catalog_inspect(sandbox: Path | None, catalog_url: str | None, cluster_name: str | None, as_json: bool):
     """GPU capacity per cluster and pool: GPUs, slices, memory per slice, and totals."""
@@ -871,7 +849,7 @@ def catalog_inspect(sandbox: Path | None, catalog_url: str | None, cluster_name:
 @_catalog_option
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True, help="Print the drift as JSON.")
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def catalog_drift(sandbox: Path | None, catalog_url: str | None, cluster_name: str | None, as_json: bool):
     """Pools that differ from the fleet, as the last sync of each cluster found them."""
@@ -900,7 +878,7 @@ def catalog_drift(sandbox: Path | None, catalog_url: str | None, cluster_name: s
     help="Every request must carry it (Bearer, or Basic's password); required beyond loopback "
     "[env PROVISIONER_CATALOG_TOKEN].",
 )
-@_sandbox_option
+@sandbox_option
 @click.pass_obj
 def catalog_serve(sandbox: Path | None, catalog_url: str | None, host: str, port: int, token: str | None):
     """Serve the catalog read-only over HTTP: JSON API, /metrics and a capacity page at /."""

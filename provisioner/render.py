@@ -18,6 +18,7 @@ from ruamel.yaml import YAML
 
 from provisioner import hardware
 from provisioner.compile import CompiledCluster, CompiledFleet, desired_state
+from provisioner.errors import ProvisionerError
 from provisioner.nvidia import DEFAULT_CONFIG_KEY, MIG_STRATEGY, default_device_plugin_config
 from provisioner.pools import Taint
 
@@ -161,12 +162,15 @@ def as_stream(rendered: list[RenderedCluster]) -> str:
     return "".join(parts)
 
 
-class InvalidOption(ValueError):
-    """A value given for the CronJob that Kubernetes (or a container runtime) would refuse."""
+class InvalidOption(ProvisionerError):
+    """A value given for a manifest that Kubernetes (or a container runtime) would refuse."""
 
     def __init__(self, option: str, message: str):
         super().__init__(message)
         self.option = option
+
+    def report(self) -> list[str]:
+        return [f"error: {self.option}: {self}"]
 
 
 # A Kubernetes namespace is a DNS-1123 label (k8s.io/apimachinery validation.IsDNS1123Label).

@@ -36,7 +36,8 @@ def _use_sandbox(ctx: click.Context, _param: click.Parameter, value: Path | None
 
 
 def sandbox_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`--sandbox DIR` after the command name too, as cli.py's other commands take it."""
+    """`--sandbox DIR` after the command name too (`plan fleet.yaml --sandbox DIR`), for every
+    command that reaches a cloud; the group's option, before the name, reads PROVISIONER_SANDBOX."""
     return click.option(
         "--sandbox",
         metavar="DIR",
