@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job end to end on the built-in sandbox: start it, seed examples/fleet.yaml, plan,
-# apply, show the pools, plan again (no changes), sync the catalog and show its capacity, serve
+# apply, show the pools, plan again (no changes), verify the nodes, sync the catalog and show its
+# capacity, place a 4 GiB request, serve
 # the catalog over HTTP for a few seconds (fetching /api/capacity), stop.
 set -euo pipefail
 
@@ -37,11 +38,17 @@ step provisioner pools "$fleet"
 step provisioner plan "$fleet" --detailed-exitcode
 "$provisioner" plan "$fleet" --detailed-exitcode
 
+step provisioner verify "$fleet"
+"$provisioner" verify "$fleet"
+
 step provisioner sync "$fleet"
 "$provisioner" sync "$fleet"
 
 step provisioner catalog inspect
 "$provisioner" catalog inspect
+
+step provisioner place --gpu-memory 4GiB --cloud ack
+"$provisioner" place --gpu-memory 4GiB --cloud ack
 
 step provisioner catalog serve --port 0 '&'
 "$provisioner" catalog serve --port 0 > "$sandbox/serve.log" 2>&1 &
