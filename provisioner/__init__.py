@@ -1,3 +1,3 @@
-"""provisioner: fractional-GPU node pools on AKS, GKE and EKS from one declarative fleet file."""
+"""provisioner: fractional-GPU node pools on AKS, GKE, EKS and ACK from one declarative fleet file."""
 
 __version__ = "0.1.0"

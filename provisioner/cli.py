@@ -87,13 +87,14 @@ def _os_error(doing: str, exc: OSError) -> NoReturn:
 )
 @click.pass_context
 def main(ctx: click.Context, sandbox: Path | None) -> None:
-    """Fractional-GPU node pools on AKS, GKE and EKS from one fleet file."""
+    """Fractional-GPU node pools on AKS, GKE, EKS and ACK from one fleet file."""
     ctx.obj = sandbox
 
 
 @main.command()
 @click.argument("fleets", nargs=-1, required=True, metavar="FLEET...")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@sandbox_option
 def validate(fleets: tuple[str, ...], as_json: bool) -> None:
     """Check fleet files against the cloud and GPU rules; list every error."""
     from provisioner.compile import compile_file
@@ -126,6 +127,7 @@ def validate(fleets: tuple[str, ...], as_json: bool) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Write DIR/<cluster>/<file>.yaml instead of printing one stream.",
 )
+@sandbox_option
 def render(fleet: str, *, cluster_name: str | None, out_dir: Path | None) -> None:
     """Print the Kubernetes YAML each cluster needs: device-plugin ConfigMap, GPU Operator values."""
     from provisioner import render as rendering
@@ -166,6 +168,7 @@ def manifests() -> None:
     "--shards", default=1, show_default=True, type=click.IntRange(min=1), help="Sync pods, each a share."
 )
 @click.option("--namespace", default="provisioner", show_default=True, help="Its namespace.")
+@sandbox_option
 def cronjob(schedule: str, image: str, shards: int, namespace: str) -> None:
     """Print the CronJob that runs `provisioner sync` nightly (with --shards N, an Indexed Job of
     N pods, each syncing its share of the fleet)."""
@@ -180,6 +183,7 @@ def cronjob(schedule: str, image: str, shards: int, namespace: str) -> None:
 @click.option("--namespace", default="provisioner", show_default=True, help="Its namespace.")
 @click.option("--replicas", default=1, show_default=True, type=click.IntRange(min=1), help="Pods serving.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535), help="Pod port.")
+@sandbox_option
 def catalog_service(image: str, namespace: str, replicas: int, port: int) -> None:
     """Print the Deployment and Service that run `catalog serve` (token and catalog URL from the
     Secret provisioner-catalog, keys token and url)."""
@@ -192,6 +196,7 @@ def catalog_service(image: str, namespace: str, replicas: int, port: int) -> Non
 
 
 @main.command()
+@sandbox_option
 def schema() -> None:
     """Print the fleet file's JSON Schema (for editors)."""
     from provisioner.fleet import Fleet
@@ -310,7 +315,7 @@ def _replace_file(path: Path, text: str) -> None:
 
 @main.group()
 def sandbox() -> None:
-    """Local emulators of the AKS, GKE and EKS APIs."""
+    """Local emulators of the AKS, GKE, EKS and ACK APIs, and a Kubernetes API per cluster."""
 
 
 @sandbox.command()

@@ -13,6 +13,7 @@ the tag too. The label is stripped from what the driver returns, so desired == o
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -70,6 +71,9 @@ class AckDriver:
         self._operation_timeout = operation_timeout
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
+        # The credential chain logs each provider it tried, with a traceback; the typed error
+        # (AuthenticationFailed) says it once, as azure-identity's is quieted in the AKS driver.
+        logging.getLogger("alibabacloud_credentials").setLevel(logging.CRITICAL)
         import_sdk(
             "alibabacloud_cs20151215.client",
             "alibabacloud_cs20151215.models",
@@ -442,7 +446,10 @@ def _sdk_errors() -> Iterator[None]:
     except AlibabaCloudException as exc:
         raise cloud_error(exc.status_code, exc.code or "", _message(exc), _CODES) from None
     except UnretryableException as exc:  # no answer at all: refused, reset, timed out
-        raise Unavailable(f"ACK API unreachable: {type(exc.inner_exception).__name__}") from None
+        inner = exc.inner_exception
+        if isinstance(inner, CredentialException):  # the chain found no credentials: not "later"
+            raise AuthenticationFailed(f"Alibaba Cloud credentials: {inner}") from None
+        raise Unavailable(f"ACK API unreachable: {type(inner).__name__}") from None
     except ValidateException as exc:  # the SDK's own check of a request model
         raise InvalidRequest(str(exc)) from None
     except DaraException as exc:

@@ -1,4 +1,5 @@
-"""Local emulators of the AKS, GKE and EKS node-pool APIs, for the demo, tests and benchmarks.
+"""Local emulators of the AKS, GKE, EKS and ACK node-pool APIs and of Kubernetes, for the demo,
+tests and benchmarks.
 
 Each emulator is split as moto splits a service: `models` (state and rules, with backends keyed
 by account and location), `exceptions` (one class per cloud error code), `responses` (the wire
