@@ -166,7 +166,7 @@ class Applier:
         if done.error is not None:
             message = f"not applied: {done.error}; {NO_KUBE_HINT}"
         else:
-            what = f"applied: {done.summary()}" if done.pending else "unchanged"
+            what = f"applied: {done.summary(done=True)}" if done.pending else "unchanged"
             message = "; ".join([what, *done.conflicts])
         # Unreachable where nothing was to change and no pool needs a key: said, but no failure.
         failed = bool(done.blocked) or (done.error is not None and planned.pending)

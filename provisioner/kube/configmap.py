@@ -82,10 +82,10 @@ class ConfigMapPlan:
     def worth_showing(self) -> bool:
         return self.pending or bool(self.conflicts or self.error)
 
-    def summary(self) -> str:
-        """`keys time-sliced-10 added`, as plan shows it."""
+    def summary(self, done: bool = False) -> str:
+        """`keys time-sliced-10 added`, as plan shows it (`done`: as apply reports it)."""
         if self.action == "create":
-            return f"will be created with keys {', '.join(self.added)}"
+            return f"{'created' if done else 'will be created'} with keys {', '.join(self.added)}"
         parts = [f"keys {', '.join(self.added)} added"] if self.added else []
         parts += [f"keys {', '.join(self.changed)} changed"] if self.changed else []
         return "; ".join(parts)
