@@ -590,10 +590,10 @@ class _ConsoleView:
             )
 
 
-def _store(sandbox: Path | None, catalog_url: str | None) -> Store:
+def _store(sandbox: Path | None, catalog_url: str | None, *, create: bool = True) -> Store:
     from provisioner.workflow import open_catalog
 
-    return open_catalog(sandbox, catalog_url)
+    return open_catalog(sandbox, catalog_url, create=create)
 
 
 def _shard(value: str | None) -> tuple[int, int] | None:
@@ -742,7 +742,7 @@ def place(
     if container and not manifest:
         raise BadRequest("--container names a container of the --manifest FILE; give --manifest too")
     text = _read_manifest(manifest) if manifest else None
-    chosen = choose(_store(sandbox, catalog_url), request)
+    chosen = choose(_store(sandbox, catalog_url, create=False), request)
     for warning in chosen.warnings:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -826,7 +826,7 @@ def catalog_ls(
     """The live pools in the catalog with their GPU capacity."""
     from provisioner.catalog.views import pools_table
 
-    pools = _store(sandbox, catalog_url).live_pools(cloud, cluster_name)
+    pools = _store(sandbox, catalog_url, create=False).live_pools(cloud, cluster_name)
     if as_json:
         click.echo(json.dumps(pools, indent=2))
     else:
@@ -843,7 +843,7 @@ def catalog_inspect(sandbox: Path | None, catalog_url: str | None, cluster_name:
     """GPU capacity per cluster and pool: GPUs, slices, memory per slice, and totals."""
     from provisioner.catalog.views import capacity_rows, capacity_table
 
-    rows = capacity_rows(_store(sandbox, catalog_url).live_pools(cluster=cluster_name))
+    rows = capacity_rows(_store(sandbox, catalog_url, create=False).live_pools(cluster=cluster_name))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
@@ -860,7 +860,7 @@ def catalog_drift(sandbox: Path | None, catalog_url: str | None, cluster_name: s
     """Pools that differ from the fleet, as the last sync of each cluster found them."""
     from provisioner.catalog.views import drift_lines
 
-    drift = _store(sandbox, catalog_url).drift(cluster_name)
+    drift = _store(sandbox, catalog_url, create=False).drift(cluster_name)
     if as_json:
         click.echo(json.dumps(drift, indent=2))
         return

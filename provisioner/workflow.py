@@ -123,11 +123,18 @@ class ApplySettings:
     kube: KubeAccess | None = None  # None: the device-plugin ConfigMaps are left alone (--no-kube)
 
 
-def open_catalog(sandbox: Path | None, catalog_url: str | None) -> Store:
-    """The catalog at `catalog_url` (else the default one), migrated to the newest schema."""
+def open_catalog(sandbox: Path | None, catalog_url: str | None, *, create: bool = True) -> Store:
+    """The catalog at `catalog_url` (else the default one), migrated to the newest schema. Without
+    `create`, for commands that only read it, a SQLite catalog that does not exist yet is an error
+    saying how to make one, not a new empty file (nor its directories)."""
     from provisioner.catalog.store import Store, default_url
+    from provisioner.catalog.url import CatalogError, sqlite_path
 
-    store = Store(catalog_url or default_url(sandbox))
+    url = catalog_url or default_url(sandbox)
+    path = sqlite_path(url)
+    if not create and path is not None and not path.exists():
+        raise CatalogError(url, "there is no catalog here yet", "`provisioner sync FLEET` makes one")
+    store = Store(url)
     store.migrate()
     return store
 

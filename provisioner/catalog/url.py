@@ -5,6 +5,7 @@ the redacted URL and what failed. No SQLAlchemy here: the CLI imports this to ca
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import unquote_plus
 
 from provisioner.errors import ProvisionerError
@@ -70,3 +71,11 @@ class CatalogError(ProvisionerError):
             for secret in secrets_of(url):
                 reason = reason.replace(secret, HIDDEN)
         super().__init__(f"catalog {redacted(url)}: {problem}" + (f" ({reason})" if reason else ""))
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a SQLite catalog URL names; None for another database or SQLite in memory."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[1] if "///" in url else ""
+    return Path(path) if path and path != ":memory:" else None

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from provisioner.capacity import capacity
 from provisioner.catalog.models import Base
 from provisioner.catalog.store import ClusterIdentity, ObservedPool, Store
-from provisioner.catalog.url import redacted
+from provisioner.catalog.url import CatalogError, redacted
 from provisioner.cli import main
 from provisioner.compile import compile_file, desired_state
 from tests.conftest import EXAMPLES
@@ -147,8 +147,17 @@ def test_a_sqlite_catalog_that_is_a_directory_or_not_a_database_is_one_clear_err
         f"error: catalog sqlite:///{text}: not a SQLite file (file is not a database)\n"
     )
     inside_a_file = text / "catalog.db"
+    # Reading makes no catalog: it says how to make one...
     assert _ls(f"sqlite:///{inside_a_file}").stderr == (
-        f"error: catalog sqlite:///{inside_a_file}: cannot make its directory ({text} is a file)\n"
+        f"error: catalog sqlite:///{inside_a_file}: there is no catalog here yet "
+        "(`provisioner sync FLEET` makes one)\n"
+    )
+    # ... and making one where it cannot be made says why.
+    with pytest.raises(CatalogError) as refused:
+        Store(f"sqlite:///{inside_a_file}")
+    assert (
+        str(refused.value)
+        == f"catalog sqlite:///{inside_a_file}: cannot make its directory ({text} is a file)"
     )
 
 

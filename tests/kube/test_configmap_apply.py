@@ -55,9 +55,7 @@ def test_plan_shows_the_config_map_and_apply_installs_it(world: KubeWorld):
 
     applied = world.run("apply", str(world.fleet), "--auto-approve")
     assert applied.exit_code == 0, applied.output
-    assert (
-        f"azure: configmap {CM}: applied: created with keys default, time-sliced-10" in applied.stdout
-    )
+    assert f"azure: configmap {CM}: applied: created with keys default, time-sliced-10" in applied.stdout
     for cluster in ("azure", "aws"):
         installed = world.config_map(cluster)
         assert installed is not None
