@@ -18,7 +18,7 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 def benchmarks() -> dict[str, object]:
-    from bench import bench_apply, bench_compile, bench_plan, bench_startup, bench_sync
+    from bench import bench_ack, bench_apply, bench_compile, bench_plan, bench_startup, bench_sync
 
     return {
         "plan": bench_plan,
@@ -26,6 +26,7 @@ def benchmarks() -> dict[str, object]:
         "sync": bench_sync,
         "compile": bench_compile,
         "startup": bench_startup,
+        "ack": bench_ack,  # plan, sync and apply on ACK clusters, through its driver and emulator
     }
 
 
