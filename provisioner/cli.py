@@ -742,6 +742,11 @@ def place(
     if container and not manifest:
         raise BadRequest("--container names a container of the --manifest FILE; give --manifest too")
     text = _read_manifest(manifest) if manifest else None
+    source = "<stdin>" if manifest == "-" else str(manifest)
+    if text is not None:
+        from provisioner.podspec import check
+
+        check(text, source)  # a file that is no manifest is said so before any pool is chosen
     chosen = choose(_store(sandbox, catalog_url, create=False), request)
     for warning in chosen.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -752,9 +757,7 @@ def place(
     if text is not None:
         from provisioner.podspec import merge
 
-        merged = merge(
-            text, chosen, source="<stdin>" if manifest == "-" else str(manifest), container=container
-        )
+        merged = merge(text, chosen, source=source, container=container)
         for line in summary:  # stderr: stdout is the manifest, for `| kubectl apply -f -`
             click.echo(f"# {line}", err=True)
         click.echo(merged, nl=False)

@@ -50,6 +50,25 @@ def _is_gpu(name: str, known: set[str]) -> bool:
     return name in known or bool(_MIG_RESOURCE.match(name))
 
 
+_NO_TEMPLATE = "{source}: no pod template to place (it has no {kinds})"
+
+
+def check(text: str, source: str) -> None:
+    """BadRequest unless `text` is YAML holding a pod template: said before any pool is chosen."""
+    documents = _load(YAML(), text, source)
+    if not any(True for document in documents for _ in _pod_specs(document, source)):
+        raise BadRequest(_NO_TEMPLATE.format(source=source, kinds=", ".join(POD_SPEC_PATHS)))
+
+
+def _load(yaml: YAML, text: str, source: str) -> list[Any]:
+    try:
+        return list(yaml.load_all(text))
+    except MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise BadRequest(f"{source}{line}: not YAML: {error.problem or error.context}") from None
+
+
 def merge(text: str, placement: Placement, *, source: str, container: str | None = None) -> str:
     """`text` (one or more YAML documents) with `placement`'s fragment in every pod template:
     limits on each container without a GPU limit (or on the one named `container`), node selector,
@@ -59,20 +78,14 @@ def merge(text: str, placement: Placement, *, source: str, container: str | None
     yaml.width = 4096  # never re-wrap the user's long lines
     mapping, sequence, offset = _indentation(text)
     yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
-    try:
-        documents = list(yaml.load_all(text))
-    except MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise BadRequest(f"{source}{line}: not YAML: {error.problem or error.context}") from None
+    documents = _load(yaml, text, source)
     templates = 0
     for document in documents:
         for label, spec, line in _pod_specs(document, source):
             _merge_spec(spec, placement, container, f"{source}:{line}: {label}")
             templates += 1
     if templates == 0:
-        kinds = ", ".join(POD_SPEC_PATHS)
-        raise BadRequest(f"{source}: no pod template to place (it has no {kinds})")
+        raise BadRequest(_NO_TEMPLATE.format(source=source, kinds=", ".join(POD_SPEC_PATHS)))
     out = io.StringIO()
     if len(documents) == 1:
         yaml.dump(documents[0], out)

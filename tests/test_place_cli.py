@@ -340,6 +340,14 @@ def test_bad_requests_exit_1_without_a_traceback(url: str, args: list[str], mess
     assert "Traceback" not in result.output
 
 
+def test_a_file_that_is_no_manifest_is_said_so_even_when_nothing_would_fit(url: str, tmp_path: Path):
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("title: not a manifest\n", encoding="utf-8")
+    result = run(url, "--gpus", "8", "--manifest", str(notes))  # 8 whole GPUs fit nowhere either
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: {notes}: no pod template to place (it has no ")
+
+
 def test_nothing_fits_exits_1_naming_the_closest_pools(url: str):
     result = run(url, "--gpus", "8")
     assert result.exit_code == 1
