@@ -18,7 +18,7 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 def benchmarks() -> dict[str, object]:
-    from bench import bench_apply, bench_compile, bench_plan, bench_startup, bench_sync
+    from bench import bench_apply, bench_compile, bench_place, bench_plan, bench_startup, bench_sync
 
     return {
         "plan": bench_plan,
@@ -26,16 +26,38 @@ def benchmarks() -> dict[str, object]:
         "sync": bench_sync,
         "compile": bench_compile,
         "startup": bench_startup,
+        "place": bench_place,
     }
 
 
+# Issue 17's goals: (figure name starts with, baseline it is judged beside, the most allowed of
+# value / baseline, or of value where the baseline is a floor of 1, and how the goal reads).
+GOALS: list[tuple[str, str, float, str]] = [
+    ("plan, 300 clusters", "floor: one round trip", 3.0, "<= 3 round trips"),
+    ("sync, 300 clusters", "floor:", 1.5, "<= 1.5 x floor"),
+    ("apply, 3 pools", "floor:", 3.4 / 3, "<= 3.4 operations"),
+    ("loading the 10,000-pool", "goal", 1.0, "<= 1 CPU s"),
+    ("compile + diff", "goal", 1.0, "<= 1 CPU s"),
+    ("place over", "goal", 1.0, "<= 50 ms"),
+]
+
+
+def goal(figure: dict[str, object]) -> str:
+    """Where a figure stands against its goal in issue 17, or "" where it has none."""
+    for prefix, beside, most, text in GOALS:
+        if str(figure["name"]).startswith(prefix) and str(figure["baseline_name"]).startswith(beside):
+            times = float(figure["value"]) / float(figure["baseline"])  # type: ignore[arg-type]
+            return f"{text}: {'met' if times <= most + 1e-9 else 'not met'}"
+    return ""
+
+
 def table(figures: list[dict[str, object]]) -> str:
-    rows = ["| figure | provisioner | beside | its value | ratio |", "|---|---|---|---|---|"]
+    rows = ["| figure | provisioner | beside | its value | ratio | goal |", "|---|---|---|---|---|---|"]
     for f in figures:
         ratio = "-" if f["ratio"] is None else f"{f['ratio']:g}"
         rows.append(
             f"| {f['name']} | {f['value']:g} {f['unit']} | {f['baseline_name']} "
-            f"| {f['baseline']:g} {f['unit']} | {ratio} |"
+            f"| {f['baseline']:g} {f['unit']} | {ratio} | {goal(f)} |"
         )
     return "\n".join(rows) + "\n"
 
