@@ -31,9 +31,10 @@ REQUESTS = (
 RUNS = 5  # of each request
 
 
-def _catalog(directory: Path) -> Store:
+def catalog(directory: Path, clusters: int = CLUSTERS, pools_each: int = POOLS) -> Store:
+    """A SQLite catalog of `clusters` AKS clusters x `pools_each` pools, written as sync writes."""
     fleet = directory / "fleet.yaml"
-    fleet.write_text(fleet_text(), encoding="utf-8")
+    fleet.write_text(fleet_text(clusters, pools_each), encoding="utf-8")
     store = Store(f"sqlite:///{directory / 'catalog.db'}")
     store.migrate()
     for cluster in compile_file(fleet).clusters:
@@ -46,7 +47,7 @@ def _catalog(directory: Path) -> Store:
 
 
 def run() -> list[Figure]:
-    store = _catalog(Path(tempfile.mkdtemp(prefix="provisioner-bench-place-")))
+    store = catalog(Path(tempfile.mkdtemp(prefix="provisioner-bench-place-")))
     assert len(store.live_pools()) == CLUSTERS * POOLS
     place(store, REQUESTS[0])  # start-up: imports, the hardware data, the database connection
     times = []

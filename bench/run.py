@@ -18,7 +18,15 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 def benchmarks() -> dict[str, object]:
-    from bench import bench_apply, bench_compile, bench_place, bench_plan, bench_startup, bench_sync
+    from bench import (
+        bench_apply,
+        bench_compile,
+        bench_place,
+        bench_plan,
+        bench_serve,
+        bench_startup,
+        bench_sync,
+    )
 
     return {
         "plan": bench_plan,
@@ -27,6 +35,7 @@ def benchmarks() -> dict[str, object]:
         "compile": bench_compile,
         "startup": bench_startup,
         "place": bench_place,
+        "serve": bench_serve,
     }
 
 
