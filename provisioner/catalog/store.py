@@ -120,11 +120,10 @@ class Store:
             self.engine = _engine(url)
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         self._sql = _Statements(self._insert)
-        # SQLite takes one writer at a time: queue this process's writers here rather than have
-        # them poll the database lock. PostgreSQL writes clusters side by side.
-        self._writer: Any = (
-            threading.Lock() if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
-        )
+        # One writer per process, writing in one transaction every listing queued meanwhile: SQLite
+        # takes one writer at a time anyway (better queued here than polling its lock), and on
+        # PostgreSQL one commit for many clusters beats a commit (a WAL flush) for each.
+        self._writer: Any = threading.Lock()
         self._queue: list[_PendingWrite] = []  # clusters waiting to be written (record_cluster)
         self._queue_lock = threading.Lock()
 
