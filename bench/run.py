@@ -60,6 +60,49 @@ def goal(figure: dict[str, object]) -> str:
     return ""
 
 
+# What each figure means, by the start of its name: one sentence each, under the table.
+MEANINGS: list[tuple[str, str]] = [
+    (
+        "plan,",
+        "wall time of observing every cluster's pools (one listing per cluster, all at once), "
+        "in API round trips",
+    ),
+    ("apply,", "wall time of creating the pools, in cloud operations (each cluster runs one at a time)"),
+    (
+        "sync,",
+        "wall time of listing every cluster and writing it to the catalog, beside the time the "
+        "listings alone need at the concurrency used",
+    ),
+    ("sync rows", "pool rows written per second while sync runs, beside the store writing them alone"),
+    ("compile + diff", "CPU time to compile a 10,000-pool fleet and diff it against the clouds"),
+    ("peak memory", "the process's peak resident memory for the 10,000-pool run"),
+    ("loading the", "CPU time to parse and validate the 10,000-pool fleet file, diagnostics as for any file"),
+    ("start-up", "wall time of a fresh process, beside Python starting and doing nothing"),
+    ("cloud SDK modules", "cloud SDK modules imported by commands that never talk to a cloud"),
+    ("place over", "wall time of one placement request against the catalog, the process already started"),
+    (
+        "catalog serve",
+        "/api/pools under 50 concurrent clients, beside the same server sending a static "
+        "file of the same rows",
+    ),
+]
+
+
+def meanings(figures: list[dict[str, object]]) -> str:
+    """One line per figure: what it measures and, where issue 17 set one, where it stands."""
+    by_name: dict[str, tuple[dict[str, object], str]] = {}
+    for f in figures:
+        name, stands = str(f["name"]), goal(f)
+        if name not in by_name or stands:
+            by_name[name] = (f, stands or by_name.get(name, (f, ""))[1])
+    lines = []
+    for name, (f, stands) in by_name.items():
+        meaning = next((m for prefix, m in MEANINGS if name.startswith(prefix)), "")
+        against = f" Goal {stands}." if stands else ""
+        lines.append(f"- **{name}** ({f['value']:g} {f['unit']}): {meaning}.{against}")
+    return "\n".join(lines) + "\n"
+
+
 def table(figures: list[dict[str, object]]) -> str:
     rows = ["| figure | provisioner | beside | its value | ratio | goal |", "|---|---|---|---|---|---|"]
     for f in figures:
@@ -74,6 +117,7 @@ def table(figures: list[dict[str, object]]) -> str:
 def publish(document: dict[str, object]) -> str:
     """Write results.md and the README's table from a results.json document."""
     markdown = table(document["figures"])  # type: ignore[arg-type]
+    markdown += "\n" + meanings(document["figures"])  # type: ignore[arg-type]
     (HERE / "results.md").write_text(markdown, encoding="utf-8")
     readme = README.read_text(encoding="utf-8")
     if BEGIN in readme and END in readme:
