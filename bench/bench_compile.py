@@ -62,14 +62,14 @@ _IDLE = (
 )
 
 
-def fleet_text() -> str:
+def fleet_text(clusters: int = CLUSTERS, pools: int = POOLS) -> str:
     lines = ["clusters:"]
-    for c in range(CLUSTERS):
+    for c in range(clusters):
         lines.append(
             f"  - name: c{c}\n    cloud: aks\n    subscription: 00000000-0000-0000-0000-{c:012d}\n"
             f"    resourceGroup: rg\n    cluster: k{c}\n    pools:"
         )
-        for p in range(POOLS):
+        for p in range(pools):
             kind, gpu = _KINDS[p % len(_KINDS)]
             lines.append(
                 f"      - {{name: p{p}, instanceType: {kind}, gpu: {gpu}, nodes: {{min: 0, max: 4}}}}"

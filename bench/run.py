@@ -18,7 +18,16 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 def benchmarks() -> dict[str, object]:
-    from bench import bench_ack, bench_apply, bench_compile, bench_plan, bench_startup, bench_sync
+    from bench import (
+        bench_ack,
+        bench_apply,
+        bench_compile,
+        bench_place,
+        bench_plan,
+        bench_serve,
+        bench_startup,
+        bench_sync,
+    )
 
     return {
         "plan": bench_plan,
@@ -26,17 +35,83 @@ def benchmarks() -> dict[str, object]:
         "sync": bench_sync,
         "compile": bench_compile,
         "startup": bench_startup,
+        "place": bench_place,
+        "serve": bench_serve,
         "ack": bench_ack,  # plan, sync and apply on ACK clusters, through its driver and emulator
     }
 
 
+# Issue 17's goals: (figure name starts with, baseline it is judged beside, the most allowed of
+# value / baseline, or of value where the baseline is a floor of 1, and how the goal reads).
+GOALS: list[tuple[str, str, float, str]] = [
+    ("plan, 300 clusters", "floor: one round trip", 3.0, "<= 3 round trips"),
+    ("sync, 300 clusters", "floor:", 1.5, "<= 1.5 x floor"),
+    ("apply, 3 pools", "floor:", 3.4 / 3, "<= 3.4 operations"),
+    ("loading the 10,000-pool", "goal", 1.0, "<= 1 CPU s"),
+    ("compile + diff", "goal", 1.0, "<= 1 CPU s"),
+    ("place over", "goal", 1.0, "<= 50 ms"),
+]
+
+
+def goal(figure: dict[str, object]) -> str:
+    """Where a figure stands against its goal in issue 17, or "" where it has none."""
+    for prefix, beside, most, text in GOALS:
+        if str(figure["name"]).startswith(prefix) and str(figure["baseline_name"]).startswith(beside):
+            times = float(figure["value"]) / float(figure["baseline"])  # type: ignore[arg-type]
+            return f"{text}: {'met' if times <= most + 1e-9 else 'not met'}"
+    return ""
+
+
+# What each figure means, by the start of its name: one sentence each, under the table.
+MEANINGS: list[tuple[str, str]] = [
+    (
+        "plan,",
+        "wall time of observing every cluster's pools (one listing per cluster, all at once), "
+        "in API round trips",
+    ),
+    ("apply,", "wall time of creating the pools, in cloud operations (each cluster runs one at a time)"),
+    (
+        "sync,",
+        "wall time of listing every cluster and writing it to the catalog, beside the time the "
+        "listings alone need at the concurrency used",
+    ),
+    ("sync rows", "pool rows written per second while sync runs, beside the store writing them alone"),
+    ("compile + diff", "CPU time to compile a 10,000-pool fleet and diff it against the clouds"),
+    ("peak memory", "the process's peak resident memory for the 10,000-pool run"),
+    ("loading the", "CPU time to parse and validate the 10,000-pool fleet file, diagnostics as for any file"),
+    ("start-up", "wall time of a fresh process, beside Python starting and doing nothing"),
+    ("cloud SDK modules", "cloud SDK modules imported by commands that never talk to a cloud"),
+    ("place over", "wall time of one placement request against the catalog, the process already started"),
+    (
+        "catalog serve",
+        "/api/pools under 50 concurrent clients, beside the same server sending a static "
+        "file of the same rows",
+    ),
+]
+
+
+def meanings(figures: list[dict[str, object]]) -> str:
+    """One line per figure: what it measures and, where issue 17 set one, where it stands."""
+    by_name: dict[str, tuple[dict[str, object], str]] = {}
+    for f in figures:
+        name, stands = str(f["name"]), goal(f)
+        if name not in by_name or stands:
+            by_name[name] = (f, stands or by_name.get(name, (f, ""))[1])
+    lines = []
+    for name, (f, stands) in by_name.items():
+        meaning = next((m for prefix, m in MEANINGS if name.startswith(prefix)), "")
+        against = f" Goal {stands}." if stands else ""
+        lines.append(f"- **{name}** ({f['value']:g} {f['unit']}): {meaning}.{against}")
+    return "\n".join(lines) + "\n"
+
+
 def table(figures: list[dict[str, object]]) -> str:
-    rows = ["| figure | provisioner | beside | its value | ratio |", "|---|---|---|---|---|"]
+    rows = ["| figure | provisioner | beside | its value | ratio | goal |", "|---|---|---|---|---|---|"]
     for f in figures:
         ratio = "-" if f["ratio"] is None else f"{f['ratio']:g}"
         rows.append(
             f"| {f['name']} | {f['value']:g} {f['unit']} | {f['baseline_name']} "
-            f"| {f['baseline']:g} {f['unit']} | {ratio} |"
+            f"| {f['baseline']:g} {f['unit']} | {ratio} | {goal(f)} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -44,6 +119,7 @@ def table(figures: list[dict[str, object]]) -> str:
 def publish(document: dict[str, object]) -> str:
     """Write results.md and the README's table from a results.json document."""
     markdown = table(document["figures"])  # type: ignore[arg-type]
+    markdown += "\n" + meanings(document["figures"])  # type: ignore[arg-type]
     (HERE / "results.md").write_text(markdown, encoding="utf-8")
     readme = README.read_text(encoding="utf-8")
     if BEGIN in readme and END in readme:

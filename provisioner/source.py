@@ -25,8 +25,12 @@ from ruamel.yaml.events import (
     AliasEvent,
     CollectionEndEvent,
     CollectionStartEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
     MappingStartEvent,
     ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
 )
 
 from provisioner.errors import FleetError
@@ -124,15 +128,19 @@ class SourceDocument:
     @classmethod
     def parse(cls, text: str, file: str) -> SourceDocument:
         _check_characters(text, file)
+        builder = _Builder()
         try:
-            _check_shape(YAML(typ="safe").parse(text), file)
+            _check_shape(builder.fed(YAML(typ="safe").parse(text)), file)
         except MarkedYAMLError:
             # libyaml scans by YAML 1.1 and refuses some 1.2 documents (an ARN in a flow
             # mapping): the pure-Python round-trip parser is the judge.
+            builder.unusual = True
             try:
                 _check_shape(YAML(typ="rt").parse(text), file)
             except MarkedYAMLError as exc:
                 raise FleetError([_yaml_error(file, exc)]) from exc
+        if not builder.unusual:  # the common file, built from the events the checks walked
+            return cls(file, text, builder.data)
         try:
             try:
                 return cls(file, text, _plain(YAML(typ="safe").load(text)))
@@ -341,3 +349,111 @@ def _plain(node: Any) -> Any:
     if isinstance(node, str):
         return str(node)
     return node
+
+
+# Plain scalars whose YAML 1.2 tag is one of these are built here; anything else (merge keys,
+# timestamps, explicit tags, anchors, aliases, directives) goes to ruamel's own loader.
+_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null"))
+
+
+class _Unusual(Exception):
+    """The document uses something the event builder leaves to ruamel's loader."""
+
+
+@functools.cache
+def _scalar_rules() -> tuple[Any, Any, frozenset[str]]:
+    """ruamel's YAML 1.2 resolver and safe constructor, and the first characters its rules match."""
+    from ruamel.yaml.constructor import SafeConstructor
+    from ruamel.yaml.resolver import VersionedResolver
+
+    class Version12:  # what the constructor asks of its loader: the YAML version in force
+        typ = "safe"
+        resolver = VersionedResolver(version=(1, 2))
+
+    loader = Version12()
+    first = frozenset(key for key in loader.resolver.versioned_resolver if key)
+    if None in loader.resolver.versioned_resolver:  # a rule for any first character: resolve all
+        first = frozenset()
+    return loader.resolver, SafeConstructor(loader=loader), first
+
+
+class _Builder:
+    """Plain data built from the parser's events as `_check_shape` walks them, so a fleet file is
+    parsed once, in C, and not composed and constructed by ruamel in Python (most of the time of
+    a big file). Each plain scalar is resolved by ruamel's own YAML 1.2 rules and constructor,
+    once per distinct text; so the data equals `_plain(YAML(typ="safe").load(text))`."""
+
+    def __init__(self) -> None:
+        self.data: Any = None
+        self.unusual = False
+        self._stack: list[Any] = []  # open collections; a mapping's pending key beside it
+        self._keys: list[Any] = []
+        self._scalars: dict[str, Any] = {}
+        self._documents = 0
+
+    def fed(self, events: Iterable[Any]) -> Iterable[Any]:
+        """`events`, each handed on first (the checks refuse what must not be built), then built."""
+        for event in events:
+            yield event
+            if not self.unusual:
+                try:
+                    self._add(event)
+                except _Unusual:
+                    self.unusual = True
+
+    def _scalar(self, text: str) -> Any:
+        value = self._scalars.get(text, _MISSING)
+        if value is _MISSING:
+            resolver, constructor, first = _scalar_rules()
+            if first and text and text[0] not in first:
+                value = text
+            else:
+                from ruamel.yaml.nodes import ScalarNode
+
+                tag = str(resolver.resolve(ScalarNode, text, (True, False)))
+                if tag not in _SCALAR_TAGS:
+                    raise _Unusual
+                value = _plain(constructor.yaml_constructors[tag](constructor, ScalarNode(tag, text)))
+            self._scalars[text] = value
+        return value
+
+    def _add(self, event: Any) -> None:
+        kind = type(event)
+        if kind is ScalarEvent:
+            if event.anchor is not None or event.tag is not None:
+                raise _Unusual
+            self._put(self._scalar(event.value) if event.implicit[0] else event.value)
+        elif kind is MappingStartEvent or kind is SequenceStartEvent:
+            if event.anchor is not None or event.tag is not None:
+                raise _Unusual
+            self._stack.append({} if kind is MappingStartEvent else [])
+            self._keys.append(_MISSING)
+        elif kind is MappingEndEvent or kind is SequenceEndEvent:
+            self._keys.pop()
+            self._put(self._stack.pop())
+        elif kind is DocumentStartEvent:
+            self._documents += 1
+            if self._documents > 1 or event.version is not None or event.tags:
+                raise _Unusual
+        elif kind is AliasEvent:
+            raise _Unusual
+
+    def _put(self, value: Any) -> None:
+        if not self._stack:
+            self.data = value
+            return
+        collection = self._stack[-1]
+        if isinstance(collection, list):
+            collection.append(value)
+            return
+        key = self._keys[-1]
+        if key is _MISSING:
+            if isinstance(value, (dict, list)):
+                raise _Unusual  # a collection as a key
+            self._keys[-1] = value
+            return
+        text = key if isinstance(key, str) else str(key)
+        if text in collection:
+            raise _Unusual  # a duplicate key: ruamel's loader names it
+        collection[text] = value
+        self._keys[-1] = _MISSING

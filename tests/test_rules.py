@@ -693,3 +693,80 @@ def test_the_fast_parser_and_the_positions_parser_read_the_same_data(example):
 
     document = SourceDocument.read(example)
     assert document.data == _plain(document._tree)
+
+
+TRICKY_SCALARS = """\
+octal-looking: 017
+octal: 0o17
+hex: 0x1F
+yes-word: yes
+no-word: No
+on-word: on
+true-word: True
+exponent: 1e3
+float: 6.5
+infinity: -.inf
+null-tilde: ~
+null-word: null
+empty:
+sexagesimal: 12:30
+underscored: 1_000
+quoted-number: "017"
+single-quoted: '0x1F'
+block: |
+  yes
+017: octal-looking key
+true: a boolean key
+~: a null key
+1e3: an exponent key
+list: [017, yes, 1e3, 0x1F, ~, "~", +12, -0, .5]
+"""
+
+
+def test_the_event_builder_reads_tricky_scalars_as_ruamel_does():
+    """Big files are built from the parser's events, not by ruamel's loader: both read YAML 1.2."""
+    from ruamel.yaml import YAML
+
+    from provisioner.source import SourceDocument, _Builder, _plain
+
+    builder = _Builder()
+    for _ in builder.fed(YAML(typ="safe").parse(TRICKY_SCALARS)):
+        pass
+    assert not builder.unusual  # the event builder read it, not the fallback
+    data = SourceDocument.parse(TRICKY_SCALARS, "tricky.yaml").data
+    loaded = _plain(YAML(typ="safe").load(TRICKY_SCALARS))
+    assert data == loaded == builder.data
+    assert [(k, type(v).__name__, v) for k, v in data.items() if k != "list"] == [
+        (k, type(v).__name__, v) for k, v in loaded.items() if k != "list"
+    ]
+    assert [type(v).__name__ for v in data["list"]] == [type(v).__name__ for v in loaded["list"]]
+    assert data["octal-looking"] == 17 and data["octal"] == 15 and data["hex"] == 31
+    assert data["yes-word"] == "yes" and data["no-word"] == "No" and data["on-word"] == "on"
+    assert data["true-word"] is True and data["exponent"] == 1000.0 and isinstance(data["exponent"], float)
+    assert data["null-tilde"] is None and data["null-word"] is None and data["empty"] is None
+    assert data["sexagesimal"] == "12:30" and data["underscored"] == 1000
+    assert data["quoted-number"] == "017" and data["single-quoted"] == "0x1F" and data["block"] == "yes\n"
+    assert {"17", "True", "None", "1000.0"} <= set(data)
+    assert data["list"] == [17, "yes", 1000.0, 31, None, "~", 12, 0, 0.5]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "defaults: &d {min: 0, max: 4}\npool:\n  <<: *d\n  max: 8\n",  # anchors, aliases, merge keys
+        "when: 2024-01-01\n",  # a timestamp
+        "%YAML 1.1\n---\nspot: yes\nmode: 017\n",  # a version directive changes the scalar rules
+        "tagged: !!str 017\n",
+        "1: int key\n'1': str key\n",  # keys that collide once read as text
+    ],
+)
+def test_what_the_event_builder_leaves_to_ruamel_reads_as_ruamel_does(text):
+    from ruamel.yaml import YAML
+
+    from provisioner.source import SourceDocument, _Builder, _plain
+
+    builder = _Builder()
+    for _ in builder.fed(YAML(typ="safe").parse(text)):
+        pass
+    assert builder.unusual
+    assert SourceDocument.parse(text, "f.yaml").data == _plain(YAML(typ="safe").load(text))

@@ -78,6 +78,26 @@ class Allocation:
     allocated: int
 
 
+class _PendingWrite:
+    """One record_cluster call's listing, queued for the next batch, and what became of it."""
+
+    def __init__(
+        self,
+        identity: ClusterIdentity,
+        pools: Sequence[ObservedPool],
+        drift: Sequence[DriftFinding],
+        observed_at: datetime,
+        *,
+        allocation: Mapping[str, Allocation] | None,
+        adopted: Collection[str],
+    ):
+        self.identity, self.pools, self.drift = identity, pools, drift
+        self.observed_at, self.allocation, self.adopted = observed_at, allocation, adopted
+        self.done = threading.Event()
+        self.stored = False
+        self.error: BaseException | None = None
+
+
 @dataclass(frozen=True)
 class DriftFinding:
     pool: str
@@ -103,11 +123,12 @@ class Store:
             self.engine = _engine(url)
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         self._sql = _Statements(self._insert)
-        # SQLite takes one writer at a time: queue this process's writers here rather than have
-        # them poll the database lock. PostgreSQL writes clusters side by side.
-        self._writer: Any = (
-            threading.Lock() if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
-        )
+        # One writer per process, writing in one transaction every listing queued meanwhile: SQLite
+        # takes one writer at a time anyway (better queued here than polling its lock), and on
+        # PostgreSQL one commit for many clusters beats a commit (a WAL flush) for each.
+        self._writer: Any = threading.Lock()
+        self._queue: list[_PendingWrite] = []  # clusters waiting to be written (record_cluster)
+        self._queue_lock = threading.Lock()
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision (a no-op when it is there)."""
@@ -180,50 +201,89 @@ class Store:
         not be asked: the figures stored before are kept, marked stale. `adopted` names the pools
         an apply just adopted; a pool the catalog saw unowned and now sees owned was adopted too,
         whoever did it."""
-        with self._writer, self.engine.begin() as conn:
-            cluster_id, stored_at = self._upsert_cluster(conn, identity)
-            if stored_at is not None and stored_at > observed_at:
-                return False
-            conn.execute(self._sql.cluster_ok, {"cid": cluster_id, "observed_at": observed_at, "now": now()})
-            if pools:
-                conn.execute(
-                    self._sql.pool_upsert,
-                    [_pool_values(cluster_id, p, observed_at, p.state.name in adopted) for p in pools],
-                )
-            if allocation is None:
-                conn.execute(self._sql.allocation_stale, {"cid": cluster_id})
-            else:
-                rows = [
+        write = _PendingWrite(identity, pools, drift, observed_at, allocation=allocation, adopted=adopted)
+        with self._queue_lock:
+            self._queue.append(write)
+        with self._writer:
+            if not write.done.is_set():  # else a writer before this one wrote it in its batch
+                self._write_queued()
+        write.done.wait()  # PostgreSQL: another thread's batch may hold it, still writing
+        if write.error is not None:
+            raise write.error
+        return write.stored
+
+    def _write_queued(self) -> None:
+        """Write every queued cluster in one transaction, each inside its own savepoint: a cluster
+        whose rows fail rolls back alone and its caller gets the error, as with a transaction of
+        its own. One commit (one fsync) for all the clusters that queued meanwhile, so a sync's
+        many listings are not written one disk flush at a time behind SQLite's single writer."""
+        with self._queue_lock:
+            batch, self._queue[:] = list(self._queue), []
+        if not batch:
+            return
+        try:
+            with self.engine.begin() as conn:
+                for write in batch:
+                    try:
+                        with conn.begin_nested():
+                            write.stored = self._write_cluster(conn, write)
+                    except exc.SQLAlchemyError as error:
+                        write.error = error
+        except BaseException as error:  # the commit failed: nothing in the batch was written
+            for write in batch:
+                write.error = write.error or error
+            if not isinstance(error, Exception):
+                raise
+        finally:
+            for write in batch:
+                write.done.set()
+
+    def _write_cluster(self, conn: Connection, write: _PendingWrite) -> bool:
+        identity, pools, drift, observed_at = write.identity, write.pools, write.drift, write.observed_at
+        allocation = write.allocation
+        cluster_id, stored_at = self._upsert_cluster(conn, identity)
+        if stored_at is not None and stored_at > observed_at:
+            return False
+        conn.execute(self._sql.cluster_ok, {"cid": cluster_id, "observed_at": observed_at, "now": now()})
+        if pools:
+            conn.execute(
+                self._sql.pool_upsert,
+                [_pool_values(cluster_id, p, observed_at, p.state.name in write.adopted) for p in pools],
+            )
+        if allocation is None:
+            conn.execute(self._sql.allocation_stale, {"cid": cluster_id})
+        else:
+            rows = [
+                {
+                    "cid": cluster_id,
+                    "pool": name,
+                    "nodes": a.nodes,
+                    "advertised": a.advertised,
+                    "allocated": a.allocated,
+                    "at": observed_at,
+                }
+                for name, a in allocation.items()
+            ]
+            if rows:
+                conn.execute(self._sql.allocation, rows)
+        seen = {"cid": cluster_id, "seen": [p.state.name for p in pools], "observed_at": observed_at}
+        conn.execute(self._sql.pools_gone, seen)
+        conn.execute(self._sql.drift_clear, {"cid": cluster_id})
+        if drift:
+            conn.execute(
+                self._sql.drift_insert,
+                [
                     {
-                        "cid": cluster_id,
-                        "pool": name,
-                        "nodes": a.nodes,
-                        "advertised": a.advertised,
-                        "allocated": a.allocated,
-                        "at": observed_at,
+                        "cluster_id": cluster_id,
+                        "pool": d.pool,
+                        "kind": d.kind,
+                        "fields": d.fields,
+                        "detected_at": observed_at,
                     }
-                    for name, a in allocation.items()
-                ]
-                if rows:
-                    conn.execute(self._sql.allocation, rows)
-            seen = {"cid": cluster_id, "seen": [p.state.name for p in pools], "observed_at": observed_at}
-            conn.execute(self._sql.pools_gone, seen)
-            conn.execute(self._sql.drift_clear, {"cid": cluster_id})
-            if drift:
-                conn.execute(
-                    self._sql.drift_insert,
-                    [
-                        {
-                            "cluster_id": cluster_id,
-                            "pool": d.pool,
-                            "kind": d.kind,
-                            "fields": d.fields,
-                            "detected_at": observed_at,
-                        }
-                        for d in drift
-                    ],
-                )
-            return True
+                    for d in drift
+                ],
+            )
+        return True
 
     def record_failure(self, identity: ClusterIdentity, error: str) -> None:
         """The cluster could not be listed: keep every pool row, record the error."""

@@ -64,8 +64,9 @@ class GkeDriver:
     # Driver protocol
 
     def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
-        response = self._call(self._client.list_node_pools, parent=_path(cluster))
-        return [_observed(pool) for pool in response.node_pools]
+        with _sdk_errors():
+            body = self._list_node_pools_json(_path(cluster))
+        return [_observed_json(pool) for pool in body.get("nodePools", ())]
 
     def create_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
         operation = self._call(
@@ -158,7 +159,31 @@ class GkeDriver:
                 self._client_instance = gke.ClusterManagerClient(
                     transport="rest", client_options=options, credentials=credentials
                 )
+            transport = self._client_instance._transport
+            _read_environment_once(transport._session, transport._host)
         return self._client_instance
+
+    def _list_node_pools_json(self, parent: str) -> dict[str, Any]:
+        """ListNodePools as the SDK's REST transport sends it (its session, host, route, headers
+        and errors), its body read as JSON: the SDK's JSON-to-protobuf conversion cost more CPU
+        than the rest of a listing, and plan lists every cluster at once."""
+        from google.api_core import exceptions, gapic_v1, path_template
+        from google.cloud.container_v1.services.cluster_manager.transports import rest
+
+        transport = self._client._transport
+        stub = transport.list_node_pools
+        transcoded = path_template.transcode(stub._get_http_options(), parent=parent)
+        metadata = (
+            rest.DEFAULT_CLIENT_INFO.to_grpc_metadata(),
+            gapic_v1.routing_header.to_grpc_metadata((("parent", parent),)),
+        )
+        query = {**transcoded["query_params"], "$alt": "json;enum-encoding=int"}
+        response = stub._get_response(
+            transport._host, metadata, query, transport._session, REQUEST_TIMEOUT, transcoded
+        )
+        if response.status_code >= 400:
+            raise exceptions.from_http_response(response)
+        return response.json()
 
     def _call(self, method: Any, **kwargs: Any) -> Any:
         """One RPC without the SDK's own retries: callers retry TRANSIENT errors with their
@@ -274,6 +299,73 @@ def _observed(pool: Any) -> PoolState:
         ),
         owned=config.resource_labels.get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(gke.NodePool.Status(message.status).name, "changing"),
+        nodes=None,  # a GKE NodePool carries no current size: its instance groups do
+    )
+
+
+def _read_environment_once(session: Any, url: str) -> None:
+    """requests looks up proxy and CA bundle variables on every request, a good part of its CPU
+    per call; the endpoint is fixed, so take what it would find for it once, then stop looking."""
+    import os
+
+    import requests.utils
+
+    session.proxies.update(requests.utils.get_environ_proxies(url))
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle and session.verify is True:
+        session.verify = bundle
+    session.trust_env = False
+
+
+def _observed_json(pool: dict[str, Any]) -> PoolState:
+    """The PoolState of a node pool from its proto3 JSON (camelCase names, 64-bit integers as
+    strings, enums as numbers or names, defaults omitted), equal to `_observed` of its message."""
+    from google.cloud import container_v1 as gke
+
+    def enum(kind: Any, value: Any) -> str:
+        return kind(value).name if isinstance(value, int) else kind[value].name
+
+    config = pool.get("config", {})
+    accelerators = config.get("accelerators") or ()
+    accelerator = accelerators[0] if accelerators else None
+    sharing = None
+    shared = (accelerator or {}).get("gpuSharingConfig", {})
+    strategy = shared.get("gpuSharingStrategy", 0)
+    if accelerator is not None and strategy not in (0, "GPU_SHARING_STRATEGY_UNSPECIFIED"):
+        sharing = NativeSharing(
+            enum(gke.GPUSharingConfig.GPUSharingStrategy, strategy),
+            int(shared.get("maxSharedClientsPerGpu", 0)),
+        )
+    autoscaling = pool.get("autoscaling", {})
+    scaling = (
+        Scaling(
+            int(autoscaling.get("minNodeCount", 0)), int(autoscaling.get("maxNodeCount", 0)), autoscaling=True
+        )
+        if autoscaling.get("enabled", False)
+        else Scaling.fixed(int(pool.get("initialNodeCount", 0)))
+    )
+    return PoolState(
+        name=pool.get("name", ""),
+        instance_type=config.get("machineType", ""),
+        gpus_per_node=int(accelerator.get("acceleratorCount", 0)) if accelerator is not None else 0,
+        mig_setting=(accelerator.get("gpuPartitionSize") or None) if accelerator is not None else None,
+        sharing=sharing,
+        spot=config.get("spot", False),
+        disk_size_gb=int(config.get("diskSizeGb", 0)) or None,
+        scaling=scaling,
+        labels=tuple(
+            (k, v) for k, v in config.get("labels", {}).items() if not k.startswith(GKE_LABEL_PREFIX)
+        ),
+        taints=tuple(
+            Taint(
+                t.get("key", ""),
+                t.get("value", ""),
+                TAINT_EFFECTS_BY_CONSTANT[enum(gke.NodeTaint.Effect, t.get("effect", 0))],  # type: ignore[arg-type]
+            )
+            for t in config.get("taints", ())
+        ),
+        owned=config.get("resourceLabels", {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
+        status=_STATUS.get(enum(gke.NodePool.Status, pool.get("status", 0)), "changing"),
         nodes=None,  # a GKE NodePool carries no current size: its instance groups do
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -212,3 +213,69 @@ def test_five_first_uses_at_once_all_migrate_the_fresh_catalog(catalog_url: str)
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [HEAD]
             Base.metadata.drop_all(conn)
             conn.execute(text("DROP TABLE alembic_version"))
+
+
+def test_clusters_queued_behind_the_writer_are_written_in_one_batch_each_on_its_own(catalog_url: str):
+    """Writers that queue while one writes go in the next transaction together, each in its own
+    savepoint: one cluster whose rows the database refuses fails alone, and a stale listing is
+    still refused; the others are stored."""
+    import dataclasses
+
+    from sqlalchemy.exc import IntegrityError
+
+    store = Store(catalog_url)
+    store.migrate()
+    pools = observed()
+    at = datetime.now(UTC)
+    store.record_cluster(ClusterIdentity("kept", "gke", "p", "l", "kept"), pools, [], at)
+    store.record_cluster(ClusterIdentity("c0", "gke", "p", "l", "c0"), pools, [], at)
+    refused = [ObservedPool(dataclasses.replace(pools[0].state, name=None), pools[0].capacity)]  # NOT NULL
+    calls = {
+        **{f"c{i}": (ClusterIdentity(f"c{i}", "gke", "p", "l", f"c{i}"), pools, at) for i in range(20)},
+        "kept": (ClusterIdentity("kept", "gke", "p", "l", "kept"), refused, at + timedelta(seconds=1)),
+        "stale": (ClusterIdentity("c0", "gke", "p", "l", "c0"), [], at - timedelta(days=1)),
+    }
+    outcomes: dict[str, object] = {}
+    blocker = threading.Lock()
+    blocker.acquire()
+    store._writer = _Holding(blocker, store._writer)  # every writer queues until the lock is let go
+
+    def record(name: str) -> None:
+        identity, listed, when = calls[name]
+        try:
+            outcomes[name] = store.record_cluster(identity, listed, [], when)
+        except Exception as error:  # which error, the test looks at
+            outcomes[name] = error
+
+    threads = [threading.Thread(target=record, args=(name,)) for name in calls]
+    for thread in threads:
+        thread.start()
+    while len(store._queue) < len(calls):
+        threading.Event().wait(0.01)
+    blocker.release()
+    for thread in threads:
+        thread.join()
+
+    assert isinstance(outcomes.pop("kept"), IntegrityError)
+    assert outcomes.pop("stale") is False
+    assert outcomes == {f"c{i}": True for i in range(20)}
+    live = store.live_pools()
+    names = {pool.state.name for pool in pools}
+    assert {(p["cluster"], p["pool"]) for p in live} == {
+        (cluster, name) for cluster in ["kept", *(f"c{i}" for i in range(20))] for name in names
+    }
+
+
+class _Holding:
+    """A lock that first waits for `gate`: the test holds writers back until all have queued."""
+
+    def __init__(self, gate: threading.Lock, inner: object):
+        self.gate, self.inner = gate, inner
+
+    def __enter__(self) -> None:
+        with self.gate:
+            pass
+        self.inner.__enter__()  # type: ignore[attr-defined]
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.__exit__(*exc)  # type: ignore[attr-defined]
