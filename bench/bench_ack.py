@@ -89,7 +89,7 @@ def _plan_and_sync(clusters: int, pools: int) -> list[Figure]:
         ),
         Figure(f"plan, {name}", round(planned / round_trip, 2), "round trips", 1.0, "floor: one round trip"),
         Figure(
-            f"sync into SQLite, {name}",
+            f"sync, {name}, into SQLite",
             round(synced / round_trip, 2),
             "round trips",
             1.0,
