@@ -202,6 +202,7 @@ def _inspect_targets(access: KubeAccess, fleet: str | None, cluster_name: str | 
     """(name, connect, pool label keys, pool ID -> name) per cluster to inspect."""
     from provisioner import hardware
     from provisioner.kube.inspect import all_pool_label_keys
+    from provisioner.kube.verify import pool_ids
 
     if fleet is None:
         contexts = access.contexts()
@@ -225,11 +226,8 @@ def _inspect_targets(access: KubeAccess, fleet: str | None, cluster_name: str | 
         label = hardware.load().clouds[cluster.cloud].pool_label
         keys = [label.key] if label is not None else all_pool_label_keys()
 
-        def names(cluster: Any = cluster, label: Any = label) -> dict[str, str]:
-            if label is None or label.value != "cloudId":
-                return {}
-            pools = drivers(cluster.cloud).list_pools(cluster.ref)
-            return {p.cloud_id: p.name for p in pools if p.cloud_id}
+        def names(cluster: Any = cluster) -> dict[str, str]:
+            return {cloud_id: name for name, cloud_id in (pool_ids(cluster, drivers) or {}).items()}
 
         targets.append((cluster.name, lambda cluster=cluster: access.for_cluster(cluster), keys, names))
     return targets

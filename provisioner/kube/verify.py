@@ -19,6 +19,7 @@ from typing import Any, Literal
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from provisioner import hardware
 from provisioner.compile import CompiledCluster, CompiledPool
 from provisioner.errors import CloudError, KubeUnreachable
 from provisioner.kube.contexts import Kube, KubeAccess
@@ -74,7 +75,7 @@ def verify_fleet(
 
     def one(compiled: CompiledCluster) -> list[PoolVerdict]:
         try:
-            ids = _pool_ids(compiled, drivers)
+            ids = pool_ids(compiled.cluster, drivers)
             with access.for_cluster(compiled.cluster) as kube:
                 return verify_cluster(kube, compiled, ids)
         except (KubeUnreachable, CloudError) as error:
@@ -86,12 +87,13 @@ def verify_fleet(
         return [verdict for verdicts in pool.map(one, clusters) for verdict in verdicts]
 
 
-def _pool_ids(compiled: CompiledCluster, drivers: Drivers) -> dict[str, str] | None:
-    """Pool name -> the cloud's ID of the pool, where the cloud's pool label holds the ID (ACK)."""
-    label = compiled.cloud.pool_label
+def pool_ids(cluster: Any, drivers: Drivers) -> dict[str, str] | None:
+    """Pool name -> the cloud's ID of the pool, for a fleet cluster whose cloud labels nodes with
+    the ID (ACK); None where the label holds the name."""
+    label = hardware.load().clouds[cluster.cloud].pool_label
     if label is None or label.value != "cloudId":
         return None
-    pools = drivers(compiled.cluster.cloud).list_pools(compiled.cluster.ref)
+    pools = drivers(cluster.cloud).list_pools(cluster.ref)
     return {p.name: p.cloud_id for p in pools if p.cloud_id}
 
 
