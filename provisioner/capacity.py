@@ -21,6 +21,8 @@ from provisioner.pools import PoolState
 # time-slicing nothing, MPS compute (each client's share of the SMs), a memory scheduler what its
 # label says, a MIG instance or a whole GPU everything (the hardware partitions it).
 ISOLATION_LEVELS = ("none", "memory", "compute", "hardware")
+# Where a scheduler shares GPU memory (ACK cGPU), a slice is one GiB: this many GB.
+GIB_IN_GB = round(2**30 / 10**9, 2)
 SHARING_ISOLATION = {"time-slicing": "none", "mps": "compute", "exclusive": "hardware"}
 
 
@@ -53,7 +55,7 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
             sharing=sharing,
             replicas=None,
             slices_per_node=state.gpus_per_node * profile.scheduler.gib_per_gpu.get(gpu.key, 0),
-            memory_per_slice_gb=round(2**30 / 10**9, 2),  # a slice is one GiB
+            memory_per_slice_gb=GIB_IN_GB,
             isolation=read_isolation(profile, state) or "none",
             slice_unit="GiB",
             resource=profile.scheduler.resource,

@@ -1,10 +1,10 @@
 """The compiler: a fleet file's pools -> the NodeSetup each needs on its cloud.
 
 It composes three concerns, each in its own module: whether a pool keeps its cloud's rules
-(rules.py), how NVIDIA's conventions or the cloud's own pool fields carry MIG and sharing
-(nvidia.py), and what the pool then offers (capacity.py). What is left here is the flow, file ->
-checked pools -> NodeSetups per cluster, and `desired_state`, the PoolState that plan compares the
-clouds' pools to.
+(rules.py), how NVIDIA's conventions, the cloud's own pool fields or its GPU scheduler's pool
+label carry MIG and sharing (nvidia.py), and what the pool then offers (capacity.py). What is left
+here is the flow, file -> checked pools -> NodeSetups per cluster, and `desired_state`, the
+PoolState that plan compares the clouds' pools to.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner import hardware
-from provisioner.capacity import SHARING_ISOLATION, memory_per_slice_gb, slices_per_gpu
+from provisioner.capacity import GIB_IN_GB, SHARING_ISOLATION, memory_per_slice_gb, slices_per_gpu
 from provisioner.drivers import Target
 from provisioner.errors import FleetError
 from provisioner.fleet import Cluster, Fleet, Pool, SalvagedFleet, Sharing, parse
@@ -61,7 +61,7 @@ class NodeSetup:
     @property
     def memory_per_slice_gb(self) -> float:
         if self.gib_per_gpu is not None:
-            return round(2**30 / 10**9, 2)  # a slice is one GiB
+            return GIB_IN_GB
         return memory_per_slice_gb(self.gpu, self.mig, self.replicas)
 
 
