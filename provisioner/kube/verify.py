@@ -63,7 +63,8 @@ class PoolVerdict:
 
 
 def unreachable(compiled: CompiledCluster, error: Exception) -> list[PoolVerdict]:
-    problem = (Problem(None, str(error)),)
+    # The verdict names the cluster already; the error's own "<cluster>: " would say it twice.
+    problem = (Problem(None, str(error).removeprefix(f"{compiled.name}: ")),)
     return [PoolVerdict(compiled.name, p.pool.name, "unreachable", 0, problem) for p in compiled.pools]
 
 

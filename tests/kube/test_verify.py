@@ -136,7 +136,7 @@ def test_an_unreachable_cluster_is_reported_and_the_others_go_on(applied: KubeWo
         assert (verdict["status"], verdict["nodes"]) == ("unreachable", 0)
         [(node, message)] = _problems(pools, "gcp", pool)
         assert node is None
-        assert message.startswith("gcp: the Kubernetes API (context gcp) is unreachable: ")
+        assert message.startswith("the Kubernetes API (context gcp) is unreachable: ")
         assert "refused" in message
     others = {key: p["status"] for key, p in pools.items() if key[0] != "gcp"}
     assert others == dict.fromkeys(others, "ok") and len(others) == 4
