@@ -12,6 +12,7 @@ catches the root once and prints it, never a traceback.
     ├── LockHeld, LockUnusable   another run holds a cluster's lock; the lock cannot be taken
     ├── KubeUnreachable     a cluster's Kubernetes API cannot be reached (or refused us)
     ├── SandboxNotRunning   --sandbox names a directory with no running sandbox
+    ├── InvalidOption       a manifests option Kubernetes would refuse (an image, a schedule...)
     ├── BadRequest          a placement request (or its manifest) that cannot be read as one
     └── NoPlacement         no live pool in the catalog fits a placement request
 """
@@ -112,6 +113,17 @@ class LockHeld(ProvisionerError):
 
 class LockUnusable(ProvisionerError):
     """The lock could not be taken at all: its directory cannot be made or written, say."""
+
+
+class InvalidOption(ProvisionerError):
+    """A value given for a manifest that Kubernetes (or a container runtime) would refuse."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+
+    def report(self) -> list[str]:
+        return [f"error: {self.option}: {self}"]
 
 
 class SandboxNotRunning(ProvisionerError):

@@ -18,7 +18,7 @@ from ruamel.yaml import YAML
 
 from provisioner import hardware
 from provisioner.compile import CompiledCluster, CompiledFleet, desired_state
-from provisioner.errors import ProvisionerError
+from provisioner.errors import InvalidOption
 from provisioner.nvidia import DEFAULT_CONFIG_KEY, MIG_STRATEGY, default_device_plugin_config
 from provisioner.pools import Taint
 
@@ -160,17 +160,6 @@ def as_stream(rendered: list[RenderedCluster]) -> str:
         for filename, text in cluster.files.items():
             parts.append(f"---\n# Source: {cluster.name}/{filename}\n{text}")
     return "".join(parts)
-
-
-class InvalidOption(ProvisionerError):
-    """A value given for a manifest that Kubernetes (or a container runtime) would refuse."""
-
-    def __init__(self, option: str, message: str):
-        super().__init__(message)
-        self.option = option
-
-    def report(self) -> list[str]:
-        return [f"error: {self.option}: {self}"]
 
 
 # A Kubernetes namespace is a DNS-1123 label (k8s.io/apimachinery validation.IsDNS1123Label).
