@@ -10,7 +10,7 @@ from ruamel.yaml import YAML
 from provisioner import hardware
 from provisioner.compile import compile_file
 from provisioner.nvidia import DEVICE_PLUGIN_LABEL
-from provisioner.render import CONFIG_MAP, DEVICE_PLUGIN_FILE, GPU_OPERATOR_FILE, render_cronjob, render_fleet
+from provisioner.render import CONFIG_MAP, DEVICE_PLUGIN_FILE, GPU_OPERATOR_FILE, render_fleet
 
 KUBERNETES_VERSION = "1.31"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
@@ -179,26 +179,3 @@ def test_values_header_pins_the_chart_version():
         "--create-namespace -f <this file>"
     ) in header
     assert hardware.load().gpu_operator_chart.version == CHART_VERSION
-
-
-@pytest.mark.parametrize("shards", [1, 4])
-def test_the_cronjob_validates_against_the_kubernetes_schema(shards: int):
-    text = render_cronjob(schedule="0 2 * * *", image="registry.example/provisioner:1.0", shards=shards)
-    document = YAML(typ="safe").load(text)
-    kubernetes_validate.validate(document, "1.31", strict=True)
-    spec = document["spec"]
-    job = spec["jobTemplate"]["spec"]
-    assert spec["concurrencyPolicy"] == "Forbid" and job["backoffLimit"] == 2
-    container = job["template"]["spec"]["containers"][0]
-    assert container["resources"]["requests"] and container["resources"]["limits"]
-    assert container["env"] == [
-        {
-            "name": "PROVISIONER_CATALOG",
-            "valueFrom": {"secretKeyRef": {"name": "provisioner-catalog", "key": "url"}},
-        }
-    ]
-    if shards > 1:
-        assert (job["completionMode"], job["completions"], job["parallelism"]) == ("Indexed", 4, 4)
-        assert container["args"][-2:] == ["--shard", "$(JOB_COMPLETION_INDEX)/4"]
-    else:
-        assert "completionMode" not in job
