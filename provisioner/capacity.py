@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from provisioner import hardware
 from provisioner.hardware import CloudProfile, Gpu, MigProfile
-from provisioner.nvidia import GPU_RESOURCE, SHARED_GPU_RESOURCE, read_isolation, read_mig, read_sharing
+from provisioner.nvidia import GPU_RESOURCE, marks, read_isolation, read_mig, read_sharing
 from provisioner.pools import PoolState
 
 # What a slice isolates from the other slices of its GPU, weakest first (placement compares them):
@@ -48,6 +48,7 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
     sharing, replicas = read_sharing(profile, state)
     if sharing == "memory":
         assert profile.scheduler is not None
+        isolation = read_isolation(profile, state) or "none"
         return Capacity(
             gpu_model=gpu.name,
             gpus_per_node=state.gpus_per_node,
@@ -56,9 +57,9 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
             replicas=None,
             slices_per_node=state.gpus_per_node * profile.scheduler.gib_per_gpu.get(gpu.key, 0),
             memory_per_slice_gb=GIB_IN_GB,
-            isolation=read_isolation(profile, state) or "none",
+            isolation=isolation,
             slice_unit="GiB",
-            resource=profile.scheduler.resource,
+            resource=marks(profile, None, sharing, None, isolation=isolation).resource,
         )
     mig = read_mig(profile, gpu, state)
     return Capacity(
@@ -70,8 +71,7 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
         slices_per_node=state.gpus_per_node * slices_per_gpu(mig, replicas),
         memory_per_slice_gb=memory_per_slice_gb(gpu, mig, replicas),
         isolation=SHARING_ISOLATION[sharing],
-        # The NVIDIA device plugin renames what it shares; a cloud sharing GPUs itself keeps the name.
-        resource=SHARED_GPU_RESOURCE if replicas and profile.sharing_via == "device-plugin" else GPU_RESOURCE,
+        resource=marks(profile, mig, sharing, replicas).resource,  # the writer's own answer
     )
 
 
