@@ -32,6 +32,19 @@ def test_an_operation_finishes_after_op_seconds_and_frees_the_cluster():
     engine.begin("c1", "update", "gpu")  # free again
 
 
+def test_advancing_the_clock_ends_what_falls_due_and_only_that():
+    engine = Engine(op_seconds=3600, clock=Clock())
+    engine.add_cluster("a")
+    engine.add_cluster("b")
+    first = engine.begin("a", "create", "p")
+    engine.advance(1800)
+    second = engine.begin("b", "create", "p")  # due an hour after the moved clock
+    engine.advance(1800)
+    assert engine.operation(first.id).done
+    assert not engine.operation(second.id).done
+    assert engine.now() == 100.0 + 3600
+
+
 def test_clusters_do_not_block_each_other():
     engine = Engine(op_seconds=5.0, clock=Clock())
     engine.add_cluster("a")

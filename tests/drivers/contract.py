@@ -99,19 +99,24 @@ class DriverContract:
         driver.delete_pool(cluster, "adoptee")  # owned now: the tool may delete it
         assert "adoptee" not in self.names(driver, cluster)
 
-    def test_a_second_operation_while_one_runs_is_busy(self, driver, cluster, desired):
+    def test_a_second_operation_while_one_runs_is_busy(self, driver, cluster, desired, sandbox):
         want = dataclasses.replace(desired[self.kinds[1]], name="busy")
+        engine = sandbox.engines[self.cloud]
+        usual, engine.op_seconds = engine.op_seconds, 3600  # runs until the test ends it
         creating = threading.Thread(target=driver.create_pool, args=(cluster, want))
         creating.start()
         try:
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 10
             while "busy" not in self.names(driver, cluster):
                 assert time.monotonic() < deadline, "the pool never appeared"
                 time.sleep(0.02)
             with pytest.raises(Busy):
                 driver.update_pool(cluster, dataclasses.replace(want, scaling=Scaling.fixed(3)))
         finally:
-            creating.join()
+            engine.op_seconds = usual
+            engine.advance(3600)  # the creation ends
+            creating.join(timeout=30)
+        assert not creating.is_alive()
         driver.delete_pool(cluster, "busy")
 
     def test_throttling_and_outages_become_typed_errors(self, driver, cluster, sandbox):
