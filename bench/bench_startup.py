@@ -10,7 +10,17 @@ from pathlib import Path
 from bench.figures import Figure, median_seconds
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fleet.yaml"
-SDKS = ("boto3", "botocore", "azure", "google.cloud", "google.auth", "google.api_core")
+SDKS = (
+    "boto3",
+    "botocore",
+    "azure",
+    "google.cloud",
+    "google.auth",
+    "google.api_core",
+    "alibabacloud",
+    "Tea",
+    "kubernetes",
+)
 _COUNT_SDK_MODULES = f"""
 import runpy, sys
 sys.argv = ["provisioner", *sys.argv[1:]]
@@ -22,8 +32,8 @@ sdks = {SDKS!r}
 print(sum(1 for name in sys.modules if name.startswith(sdks)), file=sys.stderr)
 """
 _DRIVER_MODULES = (
-    "import sys; from provisioner.drivers import aks, eks, gke; "
-    "aks.AksDriver(); eks.EksDriver(); gke.GkeDriver(); "
+    "import sys; import kubernetes.client; from provisioner.drivers import ack, aks, eks, gke; "
+    "ack.AckDriver(); aks.AksDriver(); eks.EksDriver(); gke.GkeDriver(); "
     f"print(sum(1 for name in sys.modules if name.startswith({SDKS!r})))"
 )
 
@@ -64,6 +74,6 @@ def run() -> list[Figure]:
             _sdk_modules("--help") + _sdk_modules("validate", str(EXAMPLE)),
             "modules",
             driver_modules,
-            "imported once the three drivers are made",
+            "imported once the four drivers and the kubernetes client are made",
         ),
     ]

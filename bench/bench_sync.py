@@ -1,7 +1,8 @@
 """sync of 300 clusters (4 pools each) at 100 ms API latency into SQLite and PostgreSQL.
 
-The floor is one round trip per cluster divided by the concurrency (clusters observed at once).
-Rows per second counts the pool rows written during the write phase.
+The floor is the listings alone: the same clusters observed with nothing written, measured in
+the same run (a round trip per cluster divided by the concurrency would leave out the listings'
+own CPU, which no store can remove). Rows per second counts the pool rows sync writes.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import uuid
 from pathlib import Path
 
 from bench import world
-from bench.figures import Figure
+from bench.figures import Figure, median_seconds
 from provisioner.catalog.store import Store
 from provisioner.catalog.sync import sync
-from provisioner.observe import MAX_WORKERS, Drivers
+from provisioner.observe import Drivers, observe
 
 LATENCY_MS = 100.0
 CLUSTERS, POOLS = 300, 4
@@ -40,11 +41,12 @@ def _drop(name: str) -> None:
 
 def run() -> list[Figure]:
     bench = world.start(CLUSTERS, POOLS, created=True, latency_ms=LATENCY_MS)
-    floor = CLUSTERS * (LATENCY_MS / 1000) / min(MAX_WORKERS, CLUSTERS)
     figures = []
     database, postgres_url = _postgres_database()
     try:
         drivers = Drivers(bench.sandbox_dir)
+        observe(bench.clusters, drivers)  # connections and imports warm, as in a nightly run
+        floor = median_seconds(lambda: observe(bench.clusters, drivers))
         targets = {
             "SQLite": f"sqlite:///{Path(tempfile.mkdtemp()) / 'catalog.db'}",
             "PostgreSQL": postgres_url,
@@ -53,7 +55,8 @@ def run() -> list[Figure]:
             store = Store(url)
             store.migrate()
             sync(bench.compiled.clusters, drivers, store)  # the first run inserts; measure the nightly one
-            report = sync(bench.compiled.clusters, drivers, store)
+            reports = [sync(bench.compiled.clusters, drivers, store) for _ in range(3)]
+            report = sorted(reports, key=lambda r: r.wall_seconds)[1]  # the median run
             assert report.ok and report.pools == CLUSTERS * (POOLS + 1), report.failed
             wall = report.wall_seconds
             name = f"sync, {CLUSTERS} clusters x {POOLS} pools, {LATENCY_MS:g} ms latency, into {label}"
@@ -63,7 +66,7 @@ def run() -> list[Figure]:
                     round(wall, 2),
                     "s",
                     round(floor, 2),
-                    f"floor: {CLUSTERS} round trips / {MAX_WORKERS} at once",
+                    "floor: the same listings alone, nothing written",
                 )
             )
             alone = _write_alone(store, bench, drivers)

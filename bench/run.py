@@ -72,8 +72,8 @@ MEANINGS: list[tuple[str, str]] = [
     ("apply,", "wall time of creating the pools, in cloud operations (each cluster runs one at a time)"),
     (
         "sync,",
-        "wall time of listing every cluster and writing it to the catalog, beside the time the "
-        "listings alone need at the concurrency used",
+        "wall time of listing every cluster and writing it to the catalog, beside the same "
+        "listings with nothing written, measured in the same run",
     ),
     ("sync rows", "pool rows written per second while sync runs, beside the store writing them alone"),
     ("compile + diff", "CPU time to compile a 10,000-pool fleet and diff it against the clouds"),

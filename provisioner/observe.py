@@ -7,13 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from provisioner.drivers import OPERATION_TIMEOUT, Driver, Target, wait_until
+from provisioner.drivers import MAX_CONCURRENT_REQUESTS, OPERATION_TIMEOUT, Driver, Target, wait_until
 from provisioner.drivers.registry import connect
 from provisioner.errors import CloudError, OperationTimeout
 from provisioner.pools import PoolState
 from provisioner.retry import RetryPolicy
 
-MAX_WORKERS = 64  # clusters observed at once: each waits on the network, not the CPU
+MAX_WORKERS = MAX_CONCURRENT_REQUESTS  # clusters listed at once: each waits on the network
 
 
 @dataclass(frozen=True)

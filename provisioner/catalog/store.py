@@ -213,22 +213,27 @@ class Store:
         return write.stored
 
     def _write_queued(self) -> None:
-        """Write every queued cluster in one transaction, each inside its own savepoint: a cluster
-        whose rows fail rolls back alone and its caller gets the error, as with a transaction of
-        its own. One commit (one fsync) for all the clusters that queued meanwhile, so a sync's
-        many listings are not written one disk flush at a time behind SQLite's single writer."""
+        """Write every queued cluster in one transaction (one commit, one fsync, for all the
+        clusters that queued meanwhile, so a sync's many listings are not written one disk flush
+        at a time behind SQLite's single writer), in a few statements that each cover them all.
+        Should one cluster's rows fail, each is written again in its own savepoint: the failing
+        one rolls back alone and its caller gets the error, as with a transaction of its own."""
         with self._queue_lock:
             batch, self._queue[:] = list(self._queue), []
         if not batch:
             return
         try:
             with self.engine.begin() as conn:
-                for write in batch:
-                    try:
-                        with conn.begin_nested():
-                            write.stored = self._write_cluster(conn, write)
-                    except exc.SQLAlchemyError as error:
-                        write.error = error
+                try:
+                    with conn.begin_nested():
+                        self._write_together(conn, batch)
+                except exc.SQLAlchemyError:
+                    for write in batch:
+                        try:
+                            with conn.begin_nested():
+                                write.stored = self._write_cluster(conn, write)
+                        except exc.SQLAlchemyError as error:
+                            write.error = error
         except BaseException as error:  # the commit failed: nothing in the batch was written
             for write in batch:
                 write.error = write.error or error
@@ -238,51 +243,65 @@ class Store:
             for write in batch:
                 write.done.set()
 
+    def _write_together(self, conn: Connection, batch: Sequence[_PendingWrite]) -> None:
+        """The rows `_write_cluster` writes, for every cluster of the batch at once."""
+        if len({w.identity.name for w in batch}) < len(batch):
+            # One upsert may not touch a row twice; the second listing must see the first's rows.
+            raise _Unbatchable("a cluster listed twice in one batch")
+        upserted = conn.execute(self._sql.cluster_upsert, [_cluster_values(w.identity) for w in batch])
+        stored = {row.name: (row.id, utc(row.observed_at)) for row in upserted}
+        fresh = []
+        for write in batch:
+            cluster_id, at = stored[write.identity.name]
+            write.stored = at is None or at <= write.observed_at  # else a newer listing is stored
+            if write.stored:
+                fresh.append((cluster_id, write))
+        if not fresh:
+            return
+        stamp = now()
+        conn.execute(
+            self._sql.cluster_ok, [{"cid": c, "observed_at": w.observed_at, "now": stamp} for c, w in fresh]
+        )
+        for statement, rows in (
+            (
+                self._sql.pool_upsert,
+                [
+                    _pool_values(c, p, w.observed_at, p.state.name in w.adopted)
+                    for c, w in fresh
+                    for p in w.pools
+                ],
+            ),
+            (self._sql.allocation_stale, [{"cid": c} for c, w in fresh if w.allocation is None]),
+            (self._sql.allocation, [row for c, w in fresh for row in _allocation_rows(c, w)]),
+            (self._sql.pools_gone, [{"cid": c, "observed_at": w.observed_at} for c, w in fresh]),
+            (self._sql.drift_clear, [{"cid": c} for c, _ in fresh]),
+            (self._sql.drift_insert, [row for c, w in fresh for row in _drift_rows(c, w)]),
+        ):
+            if rows:
+                conn.execute(statement, rows)
+
     def _write_cluster(self, conn: Connection, write: _PendingWrite) -> bool:
-        identity, pools, drift, observed_at = write.identity, write.pools, write.drift, write.observed_at
-        allocation = write.allocation
-        cluster_id, stored_at = self._upsert_cluster(conn, identity)
-        if stored_at is not None and stored_at > observed_at:
+        cluster_id, stored_at = self._upsert_cluster(conn, write.identity)
+        if stored_at is not None and stored_at > write.observed_at:
             return False
+        observed_at = write.observed_at
         conn.execute(self._sql.cluster_ok, {"cid": cluster_id, "observed_at": observed_at, "now": now()})
-        if pools:
+        if write.pools:
             conn.execute(
                 self._sql.pool_upsert,
-                [_pool_values(cluster_id, p, observed_at, p.state.name in write.adopted) for p in pools],
-            )
-        if allocation is None:
-            conn.execute(self._sql.allocation_stale, {"cid": cluster_id})
-        else:
-            rows = [
-                {
-                    "cid": cluster_id,
-                    "pool": name,
-                    "nodes": a.nodes,
-                    "advertised": a.advertised,
-                    "allocated": a.allocated,
-                    "at": observed_at,
-                }
-                for name, a in allocation.items()
-            ]
-            if rows:
-                conn.execute(self._sql.allocation, rows)
-        seen = {"cid": cluster_id, "seen": [p.state.name for p in pools], "observed_at": observed_at}
-        conn.execute(self._sql.pools_gone, seen)
-        conn.execute(self._sql.drift_clear, {"cid": cluster_id})
-        if drift:
-            conn.execute(
-                self._sql.drift_insert,
                 [
-                    {
-                        "cluster_id": cluster_id,
-                        "pool": d.pool,
-                        "kind": d.kind,
-                        "fields": d.fields,
-                        "detected_at": observed_at,
-                    }
-                    for d in drift
+                    _pool_values(cluster_id, p, observed_at, p.state.name in write.adopted)
+                    for p in write.pools
                 ],
             )
+        if write.allocation is None:
+            conn.execute(self._sql.allocation_stale, {"cid": cluster_id})
+        elif rows := _allocation_rows(cluster_id, write):
+            conn.execute(self._sql.allocation, rows)
+        conn.execute(self._sql.pools_gone, {"cid": cluster_id, "observed_at": observed_at})
+        conn.execute(self._sql.drift_clear, {"cid": cluster_id})
+        if write.drift:
+            conn.execute(self._sql.drift_insert, _drift_rows(cluster_id, write))
         return True
 
     def record_failure(self, identity: ClusterIdentity, error: str) -> None:
@@ -356,8 +375,43 @@ class Store:
     # Writes
 
     def _upsert_cluster(self, conn: Connection, identity: ClusterIdentity) -> tuple[int, datetime | None]:
-        row = conn.execute(self._sql.cluster_upsert, {**vars(identity), "status": "new"}).one()
+        row = conn.execute(self._sql.cluster_upsert, _cluster_values(identity)).one()
         return row.id, utc(row.observed_at)
+
+
+class _Unbatchable(exc.SQLAlchemyError):
+    """A batch that cannot be written in shared statements: its clusters are written one by one."""
+
+
+def _cluster_values(identity: ClusterIdentity) -> dict[str, Any]:
+    return {**vars(identity), "status": "new"}
+
+
+def _allocation_rows(cluster_id: int, write: _PendingWrite) -> list[dict[str, Any]]:
+    return [
+        {
+            "cid": cluster_id,
+            "pool": name,
+            "nodes": a.nodes,
+            "advertised": a.advertised,
+            "allocated": a.allocated,
+            "at": write.observed_at,
+        }
+        for name, a in (write.allocation or {}).items()
+    ]
+
+
+def _drift_rows(cluster_id: int, write: _PendingWrite) -> list[dict[str, Any]]:
+    return [
+        {
+            "cluster_id": cluster_id,
+            "pool": d.pool,
+            "kind": d.kind,
+            "fields": d.fields,
+            "detected_at": write.observed_at,
+        }
+        for d in write.drift
+    ]
 
 
 class _Statements:
@@ -369,7 +423,7 @@ class _Statements:
         # On PostgreSQL the update takes the cluster row's lock until the transaction ends.
         self.cluster_upsert = cluster.on_conflict_do_update(
             index_elements=["name"], set_={column: cluster.excluded[column] for column in identity}
-        ).returning(ClusterRow.id, ClusterRow.observed_at)
+        ).returning(ClusterRow.id, ClusterRow.name, ClusterRow.observed_at)
         self.cluster_ok = (
             update(ClusterRow)
             .where(ClusterRow.id == bindparam("cid"))
@@ -405,12 +459,13 @@ class _Statements:
                 "adopted_at": adopted,
             },
         )
+        # Gone: the listing's upsert did not touch it, so it was last seen by an older listing.
         self.pools_gone = (
             update(PoolRow)
             .where(
                 PoolRow.cluster_id == bindparam("cid"),
                 PoolRow.deleted_at.is_(None),
-                PoolRow.name.not_in(bindparam("seen", expanding=True)),
+                PoolRow.last_seen < bindparam("observed_at"),
             )
             .values(deleted_at=bindparam("observed_at"))
         )

@@ -73,6 +73,21 @@ TAINT_EFFECTS_BY_CONSTANT = {constant: effect for effect, constant in TAINT_EFFE
 # How long a pool operation may take before OperationTimeout: GPU pools take minutes on real clouds.
 OPERATION_TIMEOUT = 1800.0
 
+# Requests one run sends to a cloud API at once, and the connections each driver keeps open to it:
+# Azure Resource Manager's read bucket per subscription and region is 250 (learn.microsoft.com,
+# azure-resource-manager/management/request-limits-and-throttling), the tightest burst published.
+MAX_CONCURRENT_REQUESTS = 250
+
+
+def size_connection_pool(session: Any) -> None:
+    """Keep as many connections open as requests go out at once on a `requests` session: it keeps
+    10 by default, so every wide listing would open and drop the rest again."""
+    from requests.adapters import HTTPAdapter
+
+    for prefix, adapter in list(session.adapters.items()):
+        retries = getattr(adapter, "max_retries", 0)  # as the SDK set them: none, callers retry
+        session.mount(prefix, HTTPAdapter(pool_maxsize=MAX_CONCURRENT_REQUESTS, max_retries=retries))
+
 
 class Driver(Protocol):
     """One cloud's node pools. Create, update and delete return when the cloud's operation is done.

@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from provisioner import hardware
-from provisioner.drivers import OPERATION_TIMEOUT, ClusterRef, import_sdk, wait_until
+from provisioner.drivers import (
+    OPERATION_TIMEOUT,
+    ClusterRef,
+    import_sdk,
+    size_connection_pool,
+    wait_until,
+)
 from provisioner.errors import (
     AuthenticationFailed,
     CloudError,
@@ -138,9 +144,14 @@ class AksDriver:
 
     def _client(self, subscription: str) -> Any:
         if subscription not in self._clients:
+            from azure.core.pipeline.transport import RequestsTransport
             from azure.mgmt.containerservice import ContainerServiceClient
 
-            options: dict[str, Any] = {"retry_total": 0}  # callers retry with backoff; never twice over
+            transport = RequestsTransport()
+            transport.open()  # its session, made as azure-core makes it, then sized for wide listings
+            size_connection_pool(transport.session)
+            # callers retry with backoff; never twice over
+            options: dict[str, Any] = {"retry_total": 0, "transport": transport}
             if self._endpoint is None:
                 from azure.identity import DefaultAzureCredential
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from provisioner import hardware
 from provisioner.drivers import (
+    MAX_CONCURRENT_REQUESTS,
     OPERATION_TIMEOUT,
     TAINT_EFFECT_CONSTANTS,
     TAINT_EFFECTS_BY_CONSTANT,
@@ -203,7 +204,10 @@ class EksDriver:
             from botocore.config import Config
 
             # Callers retry with backoff and Retry-After; the SDK's own retries would multiply them.
-            config = Config(retries={"mode": "standard", "total_max_attempts": 1})
+            config = Config(
+                retries={"mode": "standard", "total_max_attempts": 1},
+                max_pool_connections=MAX_CONCURRENT_REQUESTS,
+            )
             if self._endpoint is None:
                 session = boto3.session.Session(region_name=cluster.location)
             else:

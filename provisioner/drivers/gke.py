@@ -14,6 +14,7 @@ from provisioner.drivers import (
     TAINT_EFFECTS_BY_CONSTANT,
     ClusterRef,
     import_sdk,
+    size_connection_pool,
     wait_until,
 )
 from provisioner.errors import (
@@ -161,6 +162,7 @@ class GkeDriver:
                 )
             transport = self._client_instance._transport
             _read_environment_once(transport._session, transport._host)
+            size_connection_pool(transport._session)
         return self._client_instance
 
     def _list_node_pools_json(self, parent: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from provisioner.capacity import capacity
 from provisioner.catalog.models import Base
-from provisioner.catalog.store import ClusterIdentity, ObservedPool, Store
+from provisioner.catalog.store import Allocation, ClusterIdentity, DriftFinding, ObservedPool, Store
 from provisioner.catalog.url import CatalogError, redacted
 from provisioner.cli import main
 from provisioner.compile import compile_file, desired_state
@@ -264,6 +264,78 @@ def test_clusters_queued_behind_the_writer_are_written_in_one_batch_each_on_its_
     assert {(p["cluster"], p["pool"]) for p in live} == {
         (cluster, name) for cluster in ["kept", *(f"c{i}" for i in range(20))] for name in names
     }
+
+
+def test_a_batch_is_written_in_shared_statements_with_the_rows_one_at_a_time_would_write(catalog_url: str):
+    """Twelve clusters queued together are written by a few statements that each cover them all,
+    and leave the rows twelve writes one after another leave: pools gone, adopted, allocation
+    kept stale, drift, and a stale listing refused."""
+    from sqlalchemy import event
+
+    store = Store(catalog_url)
+    store.migrate()
+    pools = observed()
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    later = start + timedelta(hours=1)
+    drift = [DriftFinding(pools[0].state.name, "changed", [{"field": "nodes", "fleet": 2, "cloud": 1}])]
+    allocation = {p.state.name: Allocation(nodes=2, advertised=8, allocated=3) for p in pools}
+
+    def first(name: str) -> None:
+        store.record_cluster(
+            ClusterIdentity(name, "gke", "p", "l", name), pools, [], start, allocation=allocation
+        )
+
+    def second(name: str) -> bool:
+        when = start - timedelta(days=1) if name.endswith("-stale") else later  # an older listing
+        identity = ClusterIdentity(name, "gke", "p", "l", name)
+        adopted = [pools[0].state.name]
+        return store.record_cluster(identity, pools[:1], drift, when, allocation=None, adopted=adopted)
+
+    names = [f"c{i}" for i in range(11)] + ["c-stale"]
+    for name in names:
+        first(f"one-{name}")
+        first(f"all-{name}")
+    alone = {name: second(f"one-{name}") for name in names}
+
+    statements: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    blocker = threading.Lock()
+    blocker.acquire()
+    store._writer = _Holding(blocker, store._writer)
+    together: dict[str, bool] = {}
+    threads = [
+        threading.Thread(target=lambda n=name: together.__setitem__(n, second(f"all-{n}"))) for name in names
+    ]
+    for thread in threads:
+        thread.start()
+    while len(store._queue) < len(names):
+        threading.Event().wait(0.01)
+    blocker.release()
+    for thread in threads:
+        thread.join()
+
+    assert together == alone == {**dict.fromkeys(names[:-1], True), "c-stale": False}
+    written = [s for s in statements if not s.lstrip().upper().startswith(("SAVEPOINT", "RELEASE", "BEGIN"))]
+    assert len(written) <= 8, written  # one per kind of row, not one per cluster
+
+    def rows(prefix: str) -> list[tuple]:
+        found = [
+            {**p, "cluster": p["cluster"].removeprefix(prefix)}
+            for name in names
+            for p in store.pools_ever(f"{prefix}{name}")
+        ]
+        drifted = [
+            {**d, "cluster": d["cluster"].removeprefix(prefix)}
+            for d in store.drift()
+            if d["cluster"].startswith(prefix)
+        ]
+        return sorted(map(repr, found)) + sorted(map(repr, drifted))
+
+    assert rows("all-") == rows("one-")
+    gone = [p for p in store.pools_ever("all-c0") if p["pool"] == pools[1].state.name]
+    assert gone and gone[0]["deleted_at"] is not None
+    kept = [p for p in store.pools_ever("all-c-stale") if p["deleted_at"] is None]
+    assert len(kept) == len(pools)  # the stale listing changed nothing
 
 
 class _Holding:
