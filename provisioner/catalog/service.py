@@ -216,7 +216,7 @@ def create_app(
     @app.get("/healthz", summary="200 when the catalog's database answers, else 503.")
     def healthz() -> Response:
         try:
-            with store.engine.connect() as connection:
+            with store.reads.connect() as connection:
                 connection.execute(text("SELECT 1"))
         except exc.SQLAlchemyError as error:
             message = str(CatalogError(store.url, "cannot connect", reason_of(error)))

@@ -41,6 +41,8 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 # CronJob) would otherwise race to create the same tables. A constant no other lock uses.
 MIGRATION_LOCK_KEY = 0x70726F765F6D6967  # "prov_mig"
 EXAMPLE_URLS = "sqlite:///PATH or postgresql+psycopg://USER@HOST/DATABASE"
+# The execution option that marks a connection as one that only reads (Store.reads).
+READS_ONLY = "catalog_reads_only"
 
 
 def default_url(sandbox: Path | None = None) -> str:
@@ -121,6 +123,8 @@ class Store:
         self.url = url  # shown only through url.redacted: it may carry a password
         with _url_errors(url):
             self.engine = _engine(url)
+        # Reads go through this: on SQLite they take no write lock, so they never wait for one another.
+        self.reads = self.engine.execution_options(**{READS_ONLY: True})
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         self._sql = _Statements(self._insert)
         # One writer per process, writing in one transaction every listing queued meanwhile: SQLite
@@ -303,16 +307,16 @@ class Store:
             query = query.where(ClusterRow.cloud == cloud)
         if cluster:
             query = query.where(ClusterRow.name == cluster)
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return [_pool_dict(row) for row in conn.execute(query)]
 
     def pools_ever(self, cluster: str) -> list[dict[str, Any]]:
         """Every pool row of a cluster, deleted ones included (for audits and tests)."""
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return [_pool_dict(row) for row in conn.execute(_pools_query().where(ClusterRow.name == cluster))]
 
     def clusters(self) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             rows = conn.execute(select(ClusterRow).order_by(ClusterRow.name)).mappings()
             return [
                 {
@@ -337,7 +341,7 @@ class Store:
         )
         if cluster:
             query = query.where(ClusterRow.name == cluster)
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return [
                 {
                     "cluster": r.name,
@@ -350,7 +354,7 @@ class Store:
             ]
 
     def runs(self) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return [dict(r) for r in conn.execute(select(SyncRunRow).order_by(SyncRunRow.id)).mappings()]
 
     # Writes
@@ -571,7 +575,10 @@ def _engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade deadlocks
+            # A write takes the write lock up front: no upgrade deadlocks. A read takes none: in WAL
+            # mode it reads its snapshot while one writes, and many read at once.
+            reads_only = conn.get_execution_options().get(READS_ONLY, False)
+            conn.exec_driver_sql("BEGIN" if reads_only else "BEGIN IMMEDIATE")
 
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8)
