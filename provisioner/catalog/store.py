@@ -8,11 +8,11 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Connection,
@@ -31,7 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from provisioner.capacity import Capacity
-from provisioner.catalog.models import ClusterRow, DriftRow, PoolRow, SyncRunRow
+from provisioner.catalog.models import ChangeRow, ClusterRow, DriftRow, PoolRow, SyncRunRow
 from provisioner.catalog.url import CatalogError
 from provisioner.pooljson import observed_json
 from provisioner.pools import PoolState
@@ -118,6 +118,28 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+View = TypeVar("View")
+
+
+class Snapshot:
+    """The live pools as of one state of the catalog (Store.snapshot), shared by every reader and
+    thread until the catalog changes: never modify them. A view built from them (an index, an
+    encoded response) is built once per snapshot, by `derived`."""
+
+    def __init__(self, serial: int, pools: Sequence[dict[str, Any]]):
+        self.serial = serial  # the catalog's change counter when the pools were read
+        self.pools = tuple(pools)
+        self._views: dict[Callable[..., Any], Any] = {}
+        self._lock = threading.Lock()
+
+    def derived(self, build: Callable[[Sequence[dict[str, Any]]], View]) -> View:
+        """build(pools), made the first time it is asked for (by one thread; the others wait for it)."""
+        with self._lock:
+            if build not in self._views:
+                self._views[build] = build(self.pools)
+            return self._views[build]  # type: ignore[no-any-return]
+
+
 class Store:
     def __init__(self, url: str):
         self.url = url  # shown only through url.redacted: it may carry a password
@@ -133,6 +155,8 @@ class Store:
         self._writer: Any = threading.Lock()
         self._queue: list[_PendingWrite] = []  # clusters waiting to be written (record_cluster)
         self._queue_lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+        self._snapshot_lock = threading.Lock()
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision (a no-op when it is there)."""
@@ -233,6 +257,7 @@ class Store:
                             write.stored = self._write_cluster(conn, write)
                     except exc.SQLAlchemyError as error:
                         write.error = error
+                conn.execute(self._sql.changed)  # last: its row lock is held only until the commit
         except BaseException as error:  # the commit failed: nothing in the batch was written
             for write in batch:
                 write.error = write.error or error
@@ -298,6 +323,7 @@ class Store:
                 .where(ClusterRow.id == cluster_id)
                 .values(last_sync_at=now(), status="error", last_error=error)
             )
+            conn.execute(self._sql.changed)
 
     # Reads
 
@@ -309,6 +335,22 @@ class Store:
             query = query.where(ClusterRow.name == cluster)
         with self.reads.connect() as conn:
             return [_pool_dict(row) for row in conn.execute(query)]
+
+    def changes(self) -> int:
+        """The catalog's change counter: it grows with every write that commits a change to the
+        clusters or their pools, from any process."""
+        with self.reads.connect() as conn:
+            return int(conn.execute(self._sql.serial).scalar_one())
+
+    def snapshot(self) -> Snapshot:
+        """The live pools, as `live_pools()`, read again only when the catalog has changed since
+        the last read: one query of the change counter decides. Shared: never modify them."""
+        serial = self.changes()
+        with self._snapshot_lock:  # one thread reads the changed catalog; the others wait for it
+            if self._snapshot is None or self._snapshot.serial != serial:
+                # Read after the counter: the pools are at least as new as it, so no write goes unseen.
+                self._snapshot = Snapshot(serial, self.live_pools())
+            return self._snapshot
 
     def pools_ever(self, cluster: str) -> list[dict[str, Any]]:
         """Every pool row of a cluster, deleted ones included (for audits and tests)."""
@@ -436,6 +478,8 @@ class _Statements:
             .values(allocation_stale=True)
         )
         self.drift_insert = insert(DriftRow)
+        self.changed = update(ChangeRow).where(ChangeRow.id == 1).values(serial=ChangeRow.serial + 1)
+        self.serial = select(ChangeRow.serial).where(ChangeRow.id == 1)
 
 
 # Written by the allocation statements, after the listing's upsert (which leaves them as they were).

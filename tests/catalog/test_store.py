@@ -24,7 +24,7 @@ from provisioner.cli import main
 from provisioner.compile import compile_file, desired_state
 from tests.conftest import EXAMPLES
 
-HEAD = "0005"  # the newest migration
+HEAD = "0006"  # the newest migration
 IDENTITY = ClusterIdentity("gcp-ml", "gke", "my-project", "us-central1", "ml-gke")
 
 
@@ -293,7 +293,7 @@ def test_on_sqlite_reads_never_wait_for_a_writer(tmp_path: Path):
     writer.execute("BEGIN IMMEDIATE")  # a sync's write transaction, holding the write lock
     read: list[object] = []
     reader = threading.Thread(
-        target=lambda: read.extend([store.live_pools(), store.clusters(), store.drift()])
+        target=lambda: read.extend([store.live_pools(), store.clusters(), store.changes(), store.drift()])
     )
     reader.start()
     reader.join(timeout=30)  # a read that waited for the lock would wait the busy timeout: 60 s
