@@ -81,6 +81,11 @@ MEANINGS: list[tuple[str, str]] = [
     ("loading the", "CPU time to parse and validate the 10,000-pool fleet file, diagnostics as for any file"),
     ("start-up", "wall time of a fresh process, beside Python starting and doing nothing"),
     ("cloud SDK modules", "cloud SDK modules imported by commands that never talk to a cloud"),
+    (
+        "place over a catalog of 10,000 pools, the first request after",
+        "wall time of a placement request that finds the catalog changed: it reads and indexes the "
+        "live pools again",
+    ),
     ("place over", "wall time of one placement request against the catalog, the process already started"),
     (
         "catalog serve",

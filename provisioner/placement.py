@@ -25,17 +25,18 @@ partition nor share them, at most a node's GPUs per pod.
 Every per-cloud rule of the fragment is data (hardware/clouds.yaml `placement`, with sources);
 resource names come from nvidia.py, the same module that decides how the pool shares its GPUs.
 Nothing here imports a cloud SDK or the catalog's database layer: a `Store` is used only through
-its `live_pools()`.
+its `snapshot()`, the live pools kept while the catalog is unchanged, with this module's Index of
+them built once per snapshot: a request after the first weighs one pool of each shape of slice.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from provisioner import hardware
 from provisioner.capacity import ISOLATION_LEVELS, sharing_text
@@ -71,10 +72,18 @@ _ROUNDING_GB = 0.005
 # The catalog is refreshed nightly: a cluster not listed for longer missed at least one sync.
 STALE_AFTER = timedelta(days=2)
 GIB_GB = 2**30 / 10**9
+View = TypeVar("View")
 
 
+class Snapshot(Protocol):
+    def derived(self, build: Callable[[Sequence[dict[str, Any]]], View]) -> View: ...
+
+
+@runtime_checkable
 class Catalog(Protocol):
-    def live_pools(self) -> list[dict[str, Any]]: ...
+    """A Store: its live pools as a snapshot, read again only once the catalog has changed."""
+
+    def snapshot(self) -> Snapshot: ...
 
 
 def parse_size(text: str) -> int:
@@ -234,7 +243,87 @@ class Placement:
 def place(catalog: Catalog | Iterable[Mapping[str, Any]], request: Request) -> Placement:
     """The pool `request` lands on by the choice rule, with its pod-spec fragment; NoPlacement
     (naming the closest pools and what they offer) where none fits."""
-    rows = list(catalog.live_pools()) if hasattr(catalog, "live_pools") else list(catalog)  # type: ignore[union-attr]
+    if isinstance(catalog, Catalog):  # its index lives as long as the catalog is unchanged
+        return catalog.snapshot().derived(Index).place(request)
+    return weigh(catalog, request)  # rows read once: indexing them would cost more than weighing
+
+
+class Index:
+    """A catalog's live GPU pools, arranged once for many requests: grouped by the shape of slice
+    they offer (what `_offer` reads of a pool, but for its size and names), each group in the order
+    the choice rule gives pools that meet a request alike. A request then weighs one pool of each
+    shape, or only the pools of the cluster or pool it names. Its answers are `weigh`'s."""
+
+    def __init__(self, rows: Iterable[Mapping[str, Any]]):
+        self.rows = [r for r in rows if r.get("gpu") and r.get("deleted_at") is None]
+        self.by_cluster: dict[str, list[Mapping[str, Any]]] = {}
+        self.by_pool: dict[str, list[Mapping[str, Any]]] = {}
+        shapes: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+        for row in self.rows:
+            self.by_cluster.setdefault(row["cluster"], []).append(row)
+            self.by_pool.setdefault(row["pool"], []).append(row)
+            if _unplaceable(row) is None:
+                shapes.setdefault(tuple(row[key] for key in _SHAPE), []).append(row)
+        # Alike but for size: more nodes hold more pods of any request, then names decide.
+        self.shapes = [
+            sorted(g, key=lambda r: (-_nodes(r), r["cluster"], r["pool"])) for g in shapes.values()
+        ]
+
+    def place(self, request: Request) -> Placement:
+        named = self._named(request)
+        if named is None:
+            best, fitting = self._best_shape(request)
+        else:
+            offers = [o for r in named if _within(r, request) and isinstance(o := _offer(r, request), Offer)]
+            best, fitting = min(offers, key=Offer.order, default=None), len(offers)
+        if best is None:
+            return weigh(self.rows, request)  # raises NoPlacement, naming the closest pools
+        return _placement(best, others=fitting - 1)
+
+    def _named(self, request: Request) -> list[Mapping[str, Any]] | None:
+        """The few pools a request that names a cluster or a pool can land on; None: it names neither."""
+        if request.cluster is not None:
+            return self.by_cluster.get(request.cluster, [])
+        if request.pool is not None:
+            return self.by_pool.get(request.pool, [])
+        return None
+
+    def _best_shape(self, request: Request) -> tuple[Offer | None, int]:
+        """The best offer over every shape that meets `request`, and how many pools meet it."""
+        best: Offer | None = None
+        fitting = 0
+        for group in self.shapes:
+            if not _within(group[0], request):
+                continue
+            offer = _offer(group[0], request)
+            if not isinstance(offer, Offer):
+                continue
+            if offer.capacity_at_max == 0:  # no pod fits a node: size does not order them, names do
+                offer = min((o for r in group if isinstance(o := _offer(r, request), Offer)), key=Offer.order)
+            fitting += len(group)
+            if best is None or offer.order() < best.order():
+                best = offer
+        return best, fitting
+
+
+# What `_offer` and `_within` read of a placeable pool but for its size and names: pools alike in
+# these meet every request alike (Index).
+_SHAPE = (
+    "cloud",
+    "gpu",
+    "mig",
+    "sharing",
+    "isolation",
+    "slice_unit",
+    "gpus_per_node",
+    "slices_per_node",
+    "memory_per_slice_gb",
+)
+
+
+def weigh(rows: Iterable[Mapping[str, Any]], request: Request) -> Placement:
+    """The choice rule, plainly: every live GPU pool weighed against `request`. What Index must
+    answer, and how it explains a request nothing fits."""
     gpu_rows = [r for r in rows if r.get("gpu") and r.get("deleted_at") is None]
     if not gpu_rows:
         raise NoPlacement("the catalog holds no live GPU pools; `provisioner sync FLEET` fills it")

@@ -5,7 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, false
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -104,3 +115,14 @@ class DriftRow(Base):
     kind: Mapped[str] = mapped_column(String(16))  # missing | extra | changed | conflict | unowned
     fields: Mapped[list[Any]]  # [{field, fleet, cloud}] for changed, [{message}] for a conflict
     detected_at: Mapped[datetime]
+
+
+class ChangeRow(Base):
+    """One row: how many write transactions have changed the clusters or their pools. Each write
+    adds one before it commits, so a reader that keeps the live pools between requests
+    (Store.snapshot) knows with one cheap query whether it may still use them."""
+
+    __tablename__ = "changes"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    serial: Mapped[int] = mapped_column(BigInteger)

@@ -14,6 +14,12 @@ Rules every request meets, in an ASGI middleware in front of the routes:
 - an empty query parameter (a form's "any") is no filter; an unknown one is a 422, not ignored.
 The database URL is never shown but through `redacted`; a database that fails answers 503 with
 the redacted reason, never a 500 with a traceback.
+
+/api/pools and /api/place work from the store's snapshot of the live pools, read again only when
+the catalog's change counter moved (one query per request): /api/pools keeps each answer encoded,
+per filter, with a strong ETag for If-None-Match. The routes are sync functions, so their database
+work runs in Starlette's threadpool, never on the event loop; dependencies that only parse are
+async, so a request does not hop threads for them.
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import hmac
 import ipaddress
 import signal
 import socket
-from collections.abc import Awaitable, Callable, MutableMapping
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlencode
@@ -143,7 +152,7 @@ async def _answer(send: Send, status: int, document: Any, headers: list[tuple[by
     await send({"type": "http.response.body", "body": body})
 
 
-def _known_parameters_only(request: Request) -> None:
+async def _known_parameters_only(request: Request) -> None:
     """A misspelt filter (?clod=aks) would list everything: name it instead."""
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
@@ -164,7 +173,7 @@ def _query_names(dependant: Any) -> set[str]:
     return names
 
 
-def _pool_filter(
+async def _pool_filter(
     *,
     cloud: Annotated[Cloud | None, Query(description="Only this cloud.")] = None,
     cluster: Annotated[str | None, Query(max_length=200, description="Only this cluster.")] = None,
@@ -216,7 +225,7 @@ def create_app(
     @app.get("/healthz", summary="200 when the catalog's database answers, else 503.")
     def healthz() -> Response:
         try:
-            with store.engine.connect() as connection:
+            with store.reads.connect() as connection:
                 connection.execute(text("SELECT 1"))
         except exc.SQLAlchemyError as error:
             message = str(CatalogError(store.url, "cannot connect", reason_of(error)))
@@ -228,8 +237,11 @@ def create_app(
         return JSONResponse(store.clusters())
 
     @app.get("/api/pools", summary="The live pools: exactly what `catalog ls --json` prints, filtered.")
-    def pools(wanted: PoolQuery) -> Response:
-        return JSONResponse(overview.filter_pools(store.live_pools(), wanted))
+    def pools(wanted: PoolQuery, request: Request) -> Response:
+        body, etag = store.snapshot().derived(EncodedPools).get(wanted)
+        if _names_etag(request.headers.get("if-none-match"), etag):
+            return Response(status_code=304, headers={"etag": etag})
+        return Response(body, media_type="application/json", headers={"etag": etag})
 
     @app.get(
         "/api/pools/{cluster_and_pool:path}",
@@ -277,6 +289,46 @@ def create_app(
         return HTMLResponse(page.render(_page_context(store, wanted, stale_after)))
 
     return Guard(app, token)
+
+
+class EncodedPools:
+    """/api/pools' answers for one snapshot of the catalog, per filter, with their ETags: encoding
+    a thousand rows costs far more than sending them. The answers last asked for are kept, up to
+    KEPT_BYTES: query strings are the clients' to vary."""
+
+    KEPT_BYTES = 64 * 2**20
+
+    def __init__(self, pools: Sequence[dict[str, Any]]):
+        self.pools = pools
+        self._bodies: OrderedDict[overview.PoolFilter, tuple[bytes, str]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()  # one thread encodes an answer; the others asking for it wait
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._bytes
+
+    def get(self, wanted: overview.PoolFilter) -> tuple[bytes, str]:
+        """The JSON body (as JSONResponse encodes the filtered rows) and its strong ETag."""
+        with self._lock:
+            found = self._bodies.get(wanted)
+            if found is None:
+                body = JSONResponse(overview.filter_pools(self.pools, wanted)).body
+                found = (body, f'"{hashlib.blake2b(body, digest_size=16).hexdigest()}"')
+                self._bodies[wanted], self._bytes = found, self._bytes + len(body)
+                while self._bytes > self.KEPT_BYTES and len(self._bodies) > 1:
+                    _, (dropped, _) = self._bodies.popitem(last=False)
+                    self._bytes -= len(dropped)
+            self._bodies.move_to_end(wanted)
+            return found
+
+
+def _names_etag(if_none_match: str | None, etag: str) -> bool:
+    """If-None-Match lists `etag` (weakly compared, RFC 9110 13.1.2), or is `*`."""
+    if if_none_match is None:
+        return False
+    tags = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
+    return "*" in tags or etag in tags
 
 
 def _problem(error: dict[str, Any]) -> str:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Connection,
@@ -31,7 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from provisioner.capacity import Capacity
-from provisioner.catalog.models import ClusterRow, DriftRow, PoolRow, SyncRunRow
+from provisioner.catalog.models import ChangeRow, ClusterRow, DriftRow, PoolRow, SyncRunRow
 from provisioner.catalog.url import CatalogError
 from provisioner.pooljson import observed_json
 from provisioner.pools import PoolState
@@ -41,6 +41,8 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 # CronJob) would otherwise race to create the same tables. A constant no other lock uses.
 MIGRATION_LOCK_KEY = 0x70726F765F6D6967  # "prov_mig"
 EXAMPLE_URLS = "sqlite:///PATH or postgresql+psycopg://USER@HOST/DATABASE"
+# The execution option that marks a connection as one that only reads (Store.reads).
+READS_ONLY = "catalog_reads_only"
 
 
 def default_url(sandbox: Path | None = None) -> str:
@@ -116,11 +118,35 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+View = TypeVar("View")
+
+
+class Snapshot:
+    """The live pools as of one state of the catalog (Store.snapshot), shared by every reader and
+    thread until the catalog changes: never modify them. A view built from them (an index, an
+    encoded response) is built once per snapshot, by `derived`."""
+
+    def __init__(self, serial: int, pools: Sequence[dict[str, Any]]):
+        self.serial = serial  # the catalog's change counter when the pools were read
+        self.pools = tuple(pools)
+        self._views: dict[Callable[..., Any], Any] = {}
+        self._lock = threading.Lock()
+
+    def derived(self, build: Callable[[Sequence[dict[str, Any]]], View]) -> View:
+        """build(pools), made the first time it is asked for (by one thread; the others wait for it)."""
+        with self._lock:
+            if build not in self._views:
+                self._views[build] = build(self.pools)
+            return self._views[build]  # type: ignore[no-any-return]
+
+
 class Store:
     def __init__(self, url: str):
         self.url = url  # shown only through url.redacted: it may carry a password
         with _url_errors(url):
             self.engine = _engine(url)
+        # Reads go through this: on SQLite they take no write lock, so they never wait for one another.
+        self.reads = self.engine.execution_options(**{READS_ONLY: True})
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         self._sql = _Statements(self._insert)
         # One writer per process, writing in one transaction every listing queued meanwhile: SQLite
@@ -129,6 +155,8 @@ class Store:
         self._writer: Any = threading.Lock()
         self._queue: list[_PendingWrite] = []  # clusters waiting to be written (record_cluster)
         self._queue_lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+        self._snapshot_lock = threading.Lock()
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision (a no-op when it is there)."""
@@ -234,6 +262,7 @@ class Store:
                                 write.stored = self._write_cluster(conn, write)
                         except exc.SQLAlchemyError as error:
                             write.error = error
+                conn.execute(self._sql.changed)  # last: its row lock is held only until the commit
         except BaseException as error:  # the commit failed: nothing in the batch was written
             for write in batch:
                 write.error = write.error or error
@@ -313,6 +342,7 @@ class Store:
                 .where(ClusterRow.id == cluster_id)
                 .values(last_sync_at=now(), status="error", last_error=error)
             )
+            conn.execute(self._sql.changed)
 
     # Reads
 
@@ -322,16 +352,32 @@ class Store:
             query = query.where(ClusterRow.cloud == cloud)
         if cluster:
             query = query.where(ClusterRow.name == cluster)
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return [_pool_dict(row) for row in conn.execute(query)]
+
+    def changes(self) -> int:
+        """The catalog's change counter: it grows with every write that commits a change to the
+        clusters or their pools, from any process."""
+        with self.reads.connect() as conn:
+            return int(conn.execute(self._sql.serial).scalar_one())
+
+    def snapshot(self) -> Snapshot:
+        """The live pools, as `live_pools()`, read again only when the catalog has changed since
+        the last read: one query of the change counter decides. Shared: never modify them."""
+        serial = self.changes()
+        with self._snapshot_lock:  # one thread reads the changed catalog; the others wait for it
+            if self._snapshot is None or self._snapshot.serial != serial:
+                # Read after the counter: the pools are at least as new as it, so no write goes unseen.
+                self._snapshot = Snapshot(serial, self.live_pools())
+            return self._snapshot
 
     def pools_ever(self, cluster: str) -> list[dict[str, Any]]:
         """Every pool row of a cluster, deleted ones included (for audits and tests)."""
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return [_pool_dict(row) for row in conn.execute(_pools_query().where(ClusterRow.name == cluster))]
 
     def clusters(self) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             rows = conn.execute(select(ClusterRow).order_by(ClusterRow.name)).mappings()
             return [
                 {
@@ -356,7 +402,7 @@ class Store:
         )
         if cluster:
             query = query.where(ClusterRow.name == cluster)
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return [
                 {
                     "cluster": r.name,
@@ -369,7 +415,7 @@ class Store:
             ]
 
     def runs(self) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return [dict(r) for r in conn.execute(select(SyncRunRow).order_by(SyncRunRow.id)).mappings()]
 
     # Writes
@@ -487,6 +533,8 @@ class _Statements:
             .values(allocation_stale=True)
         )
         self.drift_insert = insert(DriftRow)
+        self.changed = update(ChangeRow).where(ChangeRow.id == 1).values(serial=ChangeRow.serial + 1)
+        self.serial = select(ChangeRow.serial).where(ChangeRow.id == 1)
 
 
 # Written by the allocation statements, after the listing's upsert (which leaves them as they were).
@@ -626,7 +674,10 @@ def _engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade deadlocks
+            # A write takes the write lock up front: no upgrade deadlocks. A read takes none: in WAL
+            # mode it reads its snapshot while one writes, and many read at once.
+            reads_only = conn.get_execution_options().get(READS_ONLY, False)
+            conn.exec_driver_sql("BEGIN" if reads_only else "BEGIN IMMEDIATE")
 
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -23,7 +24,7 @@ from provisioner.cli import main
 from provisioner.compile import compile_file, desired_state
 from tests.conftest import EXAMPLES
 
-HEAD = "0005"  # the newest migration
+HEAD = "0006"  # the newest migration
 IDENTITY = ClusterIdentity("gcp-ml", "gke", "my-project", "us-central1", "ml-gke")
 
 
@@ -351,3 +352,25 @@ class _Holding:
 
     def __exit__(self, *exc: object) -> None:
         self.inner.__exit__(*exc)  # type: ignore[attr-defined]
+
+
+def test_on_sqlite_reads_never_wait_for_a_writer(tmp_path: Path):
+    """WAL lets readers read while one writes: a read takes no write lock, so neither a writer
+    mid-transaction nor another reader (`catalog serve`'s many threads) makes it wait."""
+    path = tmp_path / "catalog.db"
+    store = Store(f"sqlite:///{path}")
+    store.migrate()
+    store.record_cluster(IDENTITY, observed(), [], datetime.now(UTC))
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # a sync's write transaction, holding the write lock
+    read: list[object] = []
+    reader = threading.Thread(
+        target=lambda: read.extend([store.live_pools(), store.clusters(), store.changes(), store.drift()])
+    )
+    reader.start()
+    reader.join(timeout=30)  # a read that waited for the lock would wait the busy timeout: 60 s
+    waited = reader.is_alive()
+    writer.execute("ROLLBACK")
+    reader.join()
+    assert not waited
+    assert [p["pool"] for p in read[0]] == ["a100-mig", "l4-timeshare"]
