@@ -22,6 +22,7 @@ def benchmarks() -> dict[str, object]:
         bench_ack,
         bench_apply,
         bench_compile,
+        bench_listing,
         bench_place,
         bench_plan,
         bench_serve,
@@ -30,6 +31,7 @@ def benchmarks() -> dict[str, object]:
     )
 
     return {
+        "listing": bench_listing,  # the client's CPU per cluster listing, per cloud
         "plan": bench_plan,
         "apply": bench_apply,
         "sync": bench_sync,
@@ -68,6 +70,11 @@ MEANINGS: list[tuple[str, str]] = [
         "plan,",
         "wall time of observing every cluster's pools (one listing per cluster, all at once), "
         "in API round trips",
+    ),
+    (
+        "client CPU per listing",
+        "CPU the calling thread spends listing one cluster's pools through the cloud's SDK, beside "
+        "one bare HTTP request",
     ),
     ("apply,", "wall time of creating the pools, in cloud operations (each cluster runs one at a time)"),
     (
