@@ -9,6 +9,7 @@ the ConfigMap lacks advertises whole GPUs, silently, and `verify` must catch exa
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,8 +225,13 @@ def _sharing(config_map: Mapping[str, Any] | None, key: str) -> tuple[str, int, 
     ConfigMap or key, or a config without a sharing section); _BROKEN: a config the plugin
     refuses."""
     text = ((config_map or {}).get("data") or {}).get(key)
-    if text is None:
-        return None
+    return None if text is None else _sharing_of(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _sharing_of(text: str) -> tuple[str, int, str] | None:
+    """_sharing of one config's text, parsed once per text rather than once per node and list
+    (an API server stores nodes; the sandbox computes them at every request)."""
     try:
         config = YAML(typ="safe", pure=True).load(text)
     except YAMLError:
