@@ -18,11 +18,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner import hardware
 from provisioner.drivers import import_sdk
 from provisioner.errors import KubeUnreachable
+
+if TYPE_CHECKING:
+    from provisioner.kube.kubeconfig import Kubeconfig
 
 CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0  # seconds per request
 FIELD_MANAGER = "provisioner"  # server-side apply's field manager: how the tool knows what it wrote
@@ -44,16 +47,22 @@ class KubeAccess:
         # Read now, not at import (the client's own default is fixed when it is imported).
         return os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
 
+    def _kubeconfig(self) -> Kubeconfig:
+        """The kubeconfig, read once for every cluster rather than once per cluster."""
+        import_sdk("kubernetes.client", "kubernetes.config")
+        from provisioner.kube.kubeconfig import shared
+
+        return shared(self.config_file)
+
     def contexts(self) -> list[str]:
         """Every context of the kubeconfig, in its order; KubeUnreachable where there is none."""
-        import_sdk("kubernetes.config")
-        from kubernetes import config
+        from kubernetes.config import ConfigException
 
+        kubeconfig = self._kubeconfig()
         try:
-            found, _active = config.list_kube_config_contexts(self.config_file)
-        except (config.ConfigException, OSError, ValueError) as exc:
+            return kubeconfig.contexts()
+        except (ConfigException, OSError, ValueError) as exc:
             raise KubeUnreachable(f"cannot read the kubeconfig {self.config_file}: {_words(exc)}") from None
-        return [c["name"] for c in found or []]
 
     def context_for(self, cluster: Any) -> str:
         """The context that reaches fleet cluster `cluster`; KubeUnreachable naming it where none does."""
@@ -84,12 +93,13 @@ class KubeAccess:
 
     def connect(self, name: str, context: str) -> Kube:
         """A client for the cluster the fleet calls `name`, through `context`."""
-        import_sdk("kubernetes.client", "kubernetes.config")
-        from kubernetes import client, config
+        kubeconfig = self._kubeconfig()
+        from kubernetes import client
+        from kubernetes.config import ConfigException
 
         try:
-            api = config.new_client_from_config(config_file=self.config_file, context=context)
-        except (config.ConfigException, OSError, ValueError) as exc:
+            api = kubeconfig.client(context)
+        except (ConfigException, OSError, ValueError) as exc:
             raise KubeUnreachable(
                 f"{name}: no usable context {context!r} in {self.config_file}: {_words(exc)}"
             ) from None

@@ -1,0 +1,124 @@
+"""The kubeconfig, read once per command rather than once per cluster.
+
+`kubernetes.config.new_client_from_config` parses and merges the whole file for every client it
+makes; a 100-context kubeconfig costs tens of milliseconds of pure-Python YAML each time, more
+than the cluster's own requests. Here the files are merged once, as the client merges them
+(its KubeConfigMerger, first file wins per name), parsed with libyaml where PyYAML has it, and
+read again only when one of them changed on disk, so a long-lived process sees edits. Each
+client is then made by the client's own KubeConfigLoader, so contexts, credentials and errors
+are exactly the client's.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.config import ConfigException
+from kubernetes.config.kube_config import (
+    ENV_KUBECONFIG_PATH_SEPARATOR,
+    ConfigNode,
+    KubeConfigLoader,
+    KubeConfigMerger,
+)
+
+# PyYAML's safe loader in C where it is built (same YAML, same types), else in Python.
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LISTS = ("clusters", "contexts", "users")  # merged by name across the files
+
+
+class _Merger(KubeConfigMerger):
+    """KubeConfigMerger reading each file with _SAFE_LOADER; the merge is the client's own."""
+
+    def load_config(self, path: str) -> None:
+        with Path(path).open() as f:
+            config = yaml.load(f, Loader=_SAFE_LOADER)
+        if config is None:
+            raise ConfigException(f"Invalid kube-config. {path} file is empty")
+        if self.config_merged is None:
+            rest = copy.deepcopy({k: v for k, v in config.items() if k not in _LISTS})
+            self.config_merged = ConfigNode(path, {**rest, **{item: [] for item in _LISTS}}, path)
+        for item in _LISTS:
+            self._merge(item, config.get(item, []) or [], path)
+        if "current-context" in config:
+            self.config_merged.value["current-context"] = config["current-context"]
+        self.config_files[path] = config
+
+
+def _paths(config_file: str) -> list[str]:
+    """The files `config_file` names, as the client splits and expands them."""
+    return [str(Path(p).expanduser()) for p in config_file.split(ENV_KUBECONFIG_PATH_SEPARATOR) if p]
+
+
+def _stamp(config_file: str) -> tuple[tuple[str, int, int, int] | None, ...]:
+    """What changes when a file of the kubeconfig is written, replaced, created or removed."""
+    stamps = []
+    for path in _paths(config_file):
+        try:
+            stat = Path(path).stat()
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((path, stat.st_ino, stat.st_mtime_ns, stat.st_size))
+    return tuple(stamps)
+
+
+class Kubeconfig:
+    """One kubeconfig (a path, or several joined as $KUBECONFIG joins them), merged once and
+    shared by every client made from it; thread-safe."""
+
+    def __init__(self, config_file: str):
+        self.config_file = config_file
+        self._lock = threading.Lock()
+        self._stamp: tuple[Any, ...] | None = None
+        self._merger: _Merger | None = None
+
+    def _merged(self) -> _Merger:
+        stamp = _stamp(self.config_file)
+        with self._lock:
+            if self._merger is None or stamp != self._stamp:
+                self._merger, self._stamp = _Merger(self.config_file), stamp
+            return self._merger
+
+    def loader(self, context: str | None = None) -> KubeConfigLoader:
+        """The client's loader for `context` (None: the current context); ConfigException,
+        OSError or ValueError as the client raises them."""
+        merger = self._merged()
+        if merger.config is None:  # as kubernetes.config does when no file exists
+            raise ConfigException("Invalid kube-config file. No configuration found.")
+        # Credentials a loader refreshes (gcp, oidc) are written back, as new_client_from_config does.
+        return KubeConfigLoader(
+            config_dict=merger.config,
+            active_context=context,
+            config_base_path=None,
+            config_persister=lambda: self._save(merger),
+        )
+
+    def _save(self, merger: _Merger) -> None:
+        with self._lock:
+            merger.save_changes()
+
+    def contexts(self) -> list[str]:
+        return [c["name"] for c in self.loader().list_contexts()]
+
+    def client(self, context: str) -> ApiClient:
+        """A client for `context`, as new_client_from_config makes it."""
+        configuration = type.__call__(Configuration)  # the client's way to skip copying the default
+        self.loader(context).load_and_set(configuration)
+        return ApiClient(configuration=configuration)
+
+
+_SHARED: dict[str, Kubeconfig] = {}
+_SHARING = threading.Lock()
+
+
+def shared(config_file: str) -> Kubeconfig:
+    """The process's one Kubeconfig for `config_file` (it reads its files again when they change)."""
+    with _SHARING:
+        if config_file not in _SHARED:
+            _SHARED[config_file] = Kubeconfig(config_file)
+        return _SHARED[config_file]
