@@ -6,10 +6,12 @@ Nothing here imports the kubernetes client: provisioner/kube does, when a comman
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +21,12 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from provisioner.kube.contexts import KubeAccess
+    from provisioner.kube.contexts import Kube, KubeAccess
     from provisioner.kube.inspect import NodeUse
     from provisioner.kube.verify import PoolVerdict
 
 # As cli.py's: piped output gets room for whole node names rather than 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 132)
-MAX_PARALLEL_CLUSTERS = 32
 
 _STATUS_STYLE = {"ok": "green", "no nodes yet": "dim", "degraded": "red", "unreachable": "red"}
 
@@ -76,6 +77,8 @@ def kube_access(sandbox: Path | None, kubeconfig: Path | None, no_kube: bool = F
 
 
 def _in_parallel(work: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    from provisioner.kube.contexts import MAX_PARALLEL_CLUSTERS
+
     if not items:
         return []
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(items))) as pool:
@@ -163,21 +166,23 @@ def inspect_command(
     FLEET, every context of the kubeconfig is a cluster.
     """
     from provisioner.errors import CloudError, KubeUnreachable
-    from provisioner.kube.contexts import KubeAccess
-    from provisioner.kube.inspect import inspect_cluster, totals
+    from provisioner.kube.contexts import KubeAccess, at_once
+    from provisioner.kube.inspect import inspect_cluster, node_uses, read_cluster, totals
 
     access = KubeAccess(kubeconfig, sandbox)
     targets = _inspect_targets(access, fleet, cluster_name, sandbox)
 
-    def one(target: tuple[str, Callable[[], Any], Sequence[str], Callable[[], dict[str, str]]]):
-        name, connect, label_keys, pool_names = target
+    def one(target: _Target) -> tuple[list[NodeUse], tuple[str, str] | None]:
         try:
-            with connect() as kube:
-                return inspect_cluster(kube, label_keys, pool_names()), None
+            with target.connect() as kube:
+                if target.pool_names is None:
+                    return inspect_cluster(kube, target.label_keys), None
+                names, (nodes, pods) = at_once(target.pool_names, lambda: read_cluster(kube))
+                return node_uses(kube.name, nodes, pods, target.label_keys, names), None
         except KubeUnreachable as error:
-            return [], (name, str(error))
+            return [], (target.name, str(error))
         except CloudError as error:  # the cloud's listing of pool IDs (ACK): reported for that cluster
-            return [], (name, f"{name}: {error}")
+            return [], (target.name, f"{target.name}: {error}")
 
     results = _in_parallel(one, targets)
     uses: list[NodeUse] = [u for found, _ in results for u in found]
@@ -198,11 +203,24 @@ def inspect_command(
         sys.exit(1)
 
 
-def _inspect_targets(access: KubeAccess, fleet: str | None, cluster_name: str | None, sandbox: Path | None):
-    """(name, connect, pool label keys, pool ID -> name) per cluster to inspect."""
+@dataclass(frozen=True)
+class _Target:
+    """A cluster to inspect: how to reach it and how to name its nodes' pools."""
+
+    name: str
+    connect: Callable[[], Kube]
+    label_keys: Sequence[str]
+    # Pool ID -> name from the cloud, read beside the cluster, where nodes carry the ID (ACK).
+    pool_names: Callable[[], dict[str, str]] | None = None
+
+
+def _inspect_targets(
+    access: KubeAccess, fleet: str | None, cluster_name: str | None, sandbox: Path | None
+) -> list[_Target]:
+    """The clusters to inspect: the fleet's, else every context of the kubeconfig."""
     from provisioner import hardware
     from provisioner.kube.inspect import all_pool_label_keys
-    from provisioner.kube.verify import pool_ids
+    from provisioner.kube.verify import labels_pool_ids, pool_ids
 
     if fleet is None:
         contexts = access.contexts()
@@ -212,7 +230,7 @@ def _inspect_targets(access: KubeAccess, fleet: str | None, cluster_name: str | 
             )
         chosen = [c for c in contexts if cluster_name in (None, c)]
         keys = all_pool_label_keys()
-        return [(c, lambda c=c: access.connect(c, c), keys, dict) for c in chosen]
+        return [_Target(c, lambda c=c: access.connect(c, c), keys) for c in chosen]
 
     from provisioner.fleet import load
     from provisioner.observe import Drivers
@@ -229,7 +247,8 @@ def _inspect_targets(access: KubeAccess, fleet: str | None, cluster_name: str | 
         def names(cluster: Any = cluster) -> dict[str, str]:
             return {cloud_id: name for name, cloud_id in (pool_ids(cluster, drivers) or {}).items()}
 
-        targets.append((cluster.name, lambda cluster=cluster: access.for_cluster(cluster), keys, names))
+        connect = functools.partial(access.for_cluster, cluster)
+        targets.append(_Target(cluster.name, connect, keys, names if labels_pool_ids(cluster) else None))
     return targets
 
 

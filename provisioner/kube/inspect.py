@@ -14,7 +14,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from provisioner import hardware
-from provisioner.kube.contexts import Kube
+from provisioner.kube.contexts import Kube, at_once
 
 # The extended resources GPU device plugins advertise: NVIDIA's (nvidia.com/gpu, the renamed
 # nvidia.com/gpu.shared, mixed-strategy nvidia.com/mig-<profile>) and ACK's cGPU
@@ -22,6 +22,7 @@ from provisioner.kube.contexts import Kube
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "aliyun.com/gpu")
 FINISHED_PHASES = ("Succeeded", "Failed")
 NO_POOL = "-"
+UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"  # the pods' field selector
 
 
 def quantity(text: Any) -> int | float:
@@ -94,17 +95,30 @@ def inspect_cluster(
     kube: Kube, label_keys: Sequence[str], pool_names: Mapping[str, str] | None = None
 ) -> list[NodeUse]:
     """Per node and GPU resource, allocated / total; KubeUnreachable where the API cannot be used."""
-    nodes = kube.nodes()
-    # The field selector spares the transfer; the check after it keeps the rule whatever the server.
-    pods = [
-        p
-        for p in kube.pods("status.phase!=Succeeded,status.phase!=Failed")
-        if (p.get("spec") or {}).get("nodeName")
-        and (p.get("status") or {}).get("phase") not in FINISHED_PHASES
-    ]
+    nodes, pods = read_cluster(kube)
+    return node_uses(kube.name, nodes, pods, label_keys, pool_names)
+
+
+def read_cluster(kube: Kube) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The cluster's nodes and its pods not finished, read at once."""
+    # The field selector spares the transfer; node_uses keeps the rule whatever the server.
+    nodes, pods = at_once(kube.nodes, lambda: kube.pods(UNFINISHED))
+    return nodes, pods
+
+
+def node_uses(
+    cluster: str,
+    nodes: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    label_keys: Sequence[str],
+    pool_names: Mapping[str, str] | None = None,
+) -> list[NodeUse]:
+    """Per node and GPU resource, allocated / total, from the cluster's nodes and pods."""
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for pod in pods:
-        by_node.setdefault(pod["spec"]["nodeName"], []).append(pod)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and (pod.get("status") or {}).get("phase") not in FINISHED_PHASES:
+            by_node.setdefault(node, []).append(pod)
     uses = []
     for node in sorted(nodes, key=lambda n: n.get("metadata", {}).get("name", "")):
         name = node["metadata"]["name"]
@@ -117,7 +131,7 @@ def inspect_cluster(
                     meta = pod.get("metadata", {})
                     holding.append((f"{meta.get('namespace', '')}/{meta.get('name', '')}", amount))
             allocated = sum(a for _, a in holding)
-            uses.append(NodeUse(kube.name, pool, name, resource, allocated, total, tuple(sorted(holding))))
+            uses.append(NodeUse(cluster, pool, name, resource, allocated, total, tuple(sorted(holding))))
     return uses
 
 

@@ -22,13 +22,11 @@ from ruamel.yaml.error import YAMLError
 from provisioner import hardware
 from provisioner.compile import CompiledCluster, CompiledPool
 from provisioner.errors import CloudError, KubeUnreachable
-from provisioner.kube.contexts import Kube, KubeAccess
+from provisioner.kube.contexts import MAX_PARALLEL_CLUSTERS, Kube, KubeAccess, at_once
 from provisioner.kube.inspect import gpu_resources, quantity
 from provisioner.nvidia import DEVICE_PLUGIN_LABEL, GPU_RESOURCE
 from provisioner.observe import Drivers
 from provisioner.render import CONFIG_MAP, NAMESPACE
-
-MAX_PARALLEL_CLUSTERS = 32
 
 # Set by the GPU Operator's MIG manager once it has partitioned a node's GPUs as the
 # nvidia.com/mig.config label asks (NVIDIA GPU Operator docs, "GPU Operator with MIG").
@@ -75,12 +73,18 @@ def verify_fleet(
     `unreachable` and the others go on."""
 
     def one(compiled: CompiledCluster) -> list[PoolVerdict]:
-        try:
-            ids = pool_ids(compiled.cluster, drivers)
+        def in_cluster() -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
             with access.for_cluster(compiled.cluster) as kube:
-                return verify_cluster(kube, compiled, ids)
+                return read_cluster(kube, compiled)
+
+        try:
+            if labels_pool_ids(compiled.cluster):  # the cloud's listing beside the cluster's reads
+                ids, (nodes, config_map) = at_once(lambda: pool_ids(compiled.cluster, drivers), in_cluster)
+            else:
+                ids, (nodes, config_map) = None, in_cluster()
         except (KubeUnreachable, CloudError) as error:
             return unreachable(compiled, error)
+        return judge_cluster(compiled, nodes, config_map, ids)
 
     if not clusters:
         return []
@@ -88,14 +92,28 @@ def verify_fleet(
         return [verdict for verdicts in pool.map(one, clusters) for verdict in verdicts]
 
 
+def labels_pool_ids(cluster: Any) -> bool:
+    """Whether `cluster`'s cloud labels nodes with its own ID of the pool (ACK), not the name."""
+    label = hardware.load().clouds[cluster.cloud].pool_label
+    return label is not None and label.value == "cloudId"
+
+
 def pool_ids(cluster: Any, drivers: Drivers) -> dict[str, str] | None:
     """Pool name -> the cloud's ID of the pool, for a fleet cluster whose cloud labels nodes with
     the ID (ACK); None where the label holds the name."""
-    label = hardware.load().clouds[cluster.cloud].pool_label
-    if label is None or label.value != "cloudId":
+    if not labels_pool_ids(cluster):
         return None
     pools = drivers(cluster.cloud).list_pools(cluster.ref)
     return {p.name: p.cloud_id for p in pools if p.cloud_id}
+
+
+def read_cluster(kube: Kube, compiled: CompiledCluster) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The cluster's nodes and, where the GPU Operator runs, its device-plugin ConfigMap (None:
+    absent), read at once; KubeUnreachable where the API cannot be used."""
+    if not compiled.uses_gpu_operator:
+        return kube.nodes(), None
+    nodes, config_map = at_once(kube.nodes, lambda: kube.config_map(NAMESPACE, CONFIG_MAP))
+    return nodes, config_map
 
 
 def verify_cluster(
@@ -104,10 +122,19 @@ def verify_cluster(
     """Each pool of `compiled` as its nodes show it. `pool_ids`: pool name -> the cloud's ID of the
     pool, where the cloud's pool label holds that (ACK)."""
     try:
-        nodes = kube.nodes()
-        config_map = kube.config_map(NAMESPACE, CONFIG_MAP) if compiled.uses_gpu_operator else None
+        nodes, config_map = read_cluster(kube, compiled)
     except KubeUnreachable as error:
         return unreachable(compiled, error)
+    return judge_cluster(compiled, nodes, config_map, pool_ids)
+
+
+def judge_cluster(
+    compiled: CompiledCluster,
+    nodes: Sequence[Mapping[str, Any]],
+    config_map: Mapping[str, Any] | None,
+    pool_ids: Mapping[str, str] | None = None,
+) -> list[PoolVerdict]:
+    """Each pool of `compiled` as `nodes` and `config_map` show it."""
     label = compiled.cloud.pool_label
     assert label is not None, f"{compiled.cloud.key} has no poolLabel in hardware/clouds.yaml"
     verdicts = []
