@@ -11,6 +11,7 @@ words, naming the node and the likely cause.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -159,8 +160,14 @@ def _config_path() -> str:
 
 def _replicas(config_map: Mapping[str, Any], key: str) -> int | None:
     """The replicas the config under `key` gives each GPU (None: it shares nothing)."""
+    return _replicas_in((config_map.get("data") or {}).get(key, ""))
+
+
+@functools.lru_cache(maxsize=256)
+def _replicas_in(text: str) -> int | None:
+    """_replicas of one config's text: parsed once per text, not once per node of every cluster."""
     try:
-        config = YAML(typ="safe", pure=True).load((config_map.get("data") or {}).get(key, ""))
+        config = YAML(typ="safe", pure=True).load(text)
     except YAMLError:
         return None
     sharing = (config or {}).get("sharing") or {} if isinstance(config, dict) else {}
