@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 
 import pytest
 
@@ -41,6 +42,15 @@ def test_one_connection_carries_many_requests_bodies_included(server):
     socket_used = connection.sock
     assert ask(connection, "/second")["path"] == "/second"
     assert connection.sock is socket_used  # the same connection answered both
+
+
+def test_answers_are_sent_without_waiting_for_the_client_s_ack(server):
+    """Headers and body are two writes: with Nagle's algorithm on, a kept-alive connection's
+    second answer would wait for the client's delayed ACK of the first (40 ms on Linux)."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.server.server_port, timeout=5)
+    ask(connection, "/first")
+    (accepted,) = server.server.open_connections
+    assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
 
 
 def test_a_chunked_request_body_is_read_whole_before_the_next_request(server):
