@@ -8,6 +8,7 @@ Kubernetes does (the larger of the init containers' largest and the app containe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -25,14 +26,23 @@ NO_POOL = "-"
 UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"  # the pods' field selector
 
 
+# Quantity suffixes (apimachinery resource.Quantity), longest first so "Mi" wins over "M".
+_SUFFIXES = {"m": Decimal("0.001"), "k": Decimal(1000), "M": Decimal(10**6), "G": Decimal(10**9)}
+_SUFFIXES |= {"Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40)}
+_BY_LENGTH = sorted(_SUFFIXES, key=len, reverse=True)
+
+
 def quantity(text: Any) -> int | float:
     """A Kubernetes quantity as a number ("10" -> 10; "1k" -> 1000; "500m" -> 0.5)."""
-    suffixes = {"m": Decimal("0.001"), "k": Decimal(1000), "M": Decimal(10**6), "G": Decimal(10**9)}
-    suffixes |= {"Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40)}
-    text = str(text).strip()
-    unit = next((s for s in sorted(suffixes, key=len, reverse=True) if text.endswith(s)), "")
+    return _quantity(str(text).strip())
+
+
+@functools.lru_cache(maxsize=1024)
+def _quantity(text: str) -> int | float:
+    """quantity of one text, worked out once: every pod and node of every cluster repeats a few."""
+    unit = next((s for s in _BY_LENGTH if text.endswith(s)), "")
     try:
-        value = Decimal(text[: len(text) - len(unit)]) * suffixes.get(unit, Decimal(1))
+        value = Decimal(text[: len(text) - len(unit)]) * _SUFFIXES.get(unit, Decimal(1))
     except InvalidOperation:
         return 0
     return int(value) if value == value.to_integral_value() else float(value)
