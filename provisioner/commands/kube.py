@@ -77,11 +77,11 @@ def kube_access(sandbox: Path | None, kubeconfig: Path | None, no_kube: bool = F
 
 
 def _in_parallel(work: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-    from provisioner.kube.contexts import MAX_PARALLEL_CLUSTERS
+    from provisioner.kube.contexts import MAX_PARALLEL_CLUSTERS, heap_frozen
 
     if not items:
         return []
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(items))) as pool:
+    with heap_frozen(), ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(items))) as pool:
         return list(pool.map(work, items))
 
 

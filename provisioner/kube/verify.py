@@ -23,7 +23,7 @@ from ruamel.yaml.error import YAMLError
 from provisioner import hardware
 from provisioner.compile import CompiledCluster, CompiledPool
 from provisioner.errors import CloudError, KubeUnreachable
-from provisioner.kube.contexts import MAX_PARALLEL_CLUSTERS, Kube, KubeAccess, at_once
+from provisioner.kube.contexts import MAX_PARALLEL_CLUSTERS, Kube, KubeAccess, at_once, heap_frozen
 from provisioner.kube.inspect import gpu_resources, quantity
 from provisioner.nvidia import DEVICE_PLUGIN_LABEL, GPU_RESOURCE
 from provisioner.observe import Drivers
@@ -89,7 +89,7 @@ def verify_fleet(
 
     if not clusters:
         return []
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(clusters))) as pool:
+    with heap_frozen(), ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(clusters))) as pool:
         return [verdict for verdicts in pool.map(one, clusters) for verdict in verdicts]
 
 
