@@ -3,6 +3,8 @@ cloud's CLI writes (hardware/clouds.yaml), read by the real kubernetes client fr
 
 from __future__ import annotations
 
+import functools
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ from ruamel.yaml import YAML
 
 from provisioner.errors import KubeUnreachable
 from provisioner.fleet import load
-from provisioner.kube.contexts import KubeAccess
+from provisioner.kube.contexts import KubeAccess, at_once
 
 FLEET = """\
 clusters:
@@ -113,3 +115,95 @@ def test_a_context_missing_from_the_kubeconfig_names_the_cluster(tmp_path: Path,
     with pytest.raises(KubeUnreachable) as caught:
         KubeAccess(kubeconfig=tmp_path / "absent").contexts()
     assert str(caught.value).startswith(f"cannot read the kubeconfig {tmp_path / 'absent'}: ")
+
+
+def test_each_context_gets_the_client_s_own_settings_from_the_kubeconfig_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The kubeconfig is read once for every cluster; each client still gets what the client's own
+    new_client_from_config gives it: the first file wins a name, paths are the file's own."""
+    from kubernetes import config
+
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "ca.crt").write_text("not a real certificate\n", encoding="utf-8")
+    one = _write(
+        tmp_path / "one" / "config",
+        {
+            "clusters": [
+                {"name": "a", "cluster": {"server": "https://a.example", "certificate-authority": "ca.crt"}},
+                {"name": "b", "cluster": {"server": "https://b-first.example"}},
+            ],
+            "users": [{"name": "u", "user": {"token": "first"}}],
+            "contexts": [
+                {"name": "ctx-a", "context": {"cluster": "a", "user": "u"}},
+                {"name": "ctx-b", "context": {"cluster": "b", "user": "u"}},
+            ],
+            "current-context": "ctx-a",
+        },
+    )
+    two = _write(
+        tmp_path / "two",
+        {
+            "clusters": [
+                {"name": "b", "cluster": {"server": "https://b-second.example"}},
+                {"name": "c", "cluster": {"server": "http://c.example", "insecure-skip-tls-verify": True}},
+            ],
+            "users": [{"name": "u", "user": {"token": "second"}}, {"name": "v", "user": {"token": "v"}}],
+            "contexts": [{"name": "ctx-c", "context": {"cluster": "c", "user": "v"}}],
+        },
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{one}:{two}")
+    access = KubeAccess()
+    assert access.contexts() == [c["name"] for c in config.list_kube_config_contexts(f"{one}:{two}")[0]]
+
+    def settings(made) -> tuple:
+        return (made.host, made.api_key, made.ssl_ca_cert, made.verify_ssl)
+
+    for context in ("ctx-a", "ctx-b", "ctx-c"):
+        with access.connect(context, context) as kube:
+            ours = settings(kube._core.api_client.configuration)
+        theirs = settings(config.new_client_from_config(f"{one}:{two}", context=context).configuration)
+        assert ours == theirs
+    assert settings(access.connect("a", "ctx-a")._core.api_client.configuration)[2] == str(
+        tmp_path / "one" / "ca.crt"
+    )
+
+
+def test_an_edited_kubeconfig_is_read_again(tmp_path: Path, clusters: dict):
+    config = _kubeconfig(tmp_path / "config", ["something-else"])
+    access = KubeAccess(kubeconfig=config)
+    with pytest.raises(KubeUnreachable):
+        access.for_cluster(clusters["azure"])
+    _kubeconfig(config, ["something-else", "ml-aks"])  # `az aks get-credentials` adds the context
+    assert access.contexts() == ["something-else", "ml-aks"]
+    with access.for_cluster(clusters["azure"]) as kube:
+        assert kube.context == "ml-aks"
+
+
+def test_at_once_makes_the_calls_together_and_raises_the_first_call_s_error():
+    together = threading.Barrier(3, timeout=30)  # broken unless all three calls wait at once
+
+    def call(n: int) -> int:
+        together.wait()
+        return n
+
+    assert at_once(*(functools.partial(call, n) for n in range(3))) == [0, 1, 2]
+
+    second_failed = threading.Event()
+
+    def first() -> None:
+        second_failed.wait(timeout=30)  # fails after the second call has failed
+        raise KubeUnreachable("first")
+
+    def second() -> None:
+        second_failed.set()
+        raise KubeUnreachable("second")
+
+    with pytest.raises(KubeUnreachable, match=r"^first$"):  # as if they had run one after another
+        at_once(first, second)
+
+
+def _write(path: Path, document: dict) -> Path:
+    with path.open("w", encoding="utf-8") as out:
+        YAML(typ="safe", pure=True).dump({"apiVersion": "v1", "kind": "Config", **document}, out)
+    return path
