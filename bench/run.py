@@ -22,6 +22,7 @@ def benchmarks() -> dict[str, object]:
         bench_ack,
         bench_apply,
         bench_compile,
+        bench_kube,
         bench_listing,
         bench_place,
         bench_plan,
@@ -40,6 +41,7 @@ def benchmarks() -> dict[str, object]:
         "place": bench_place,
         "serve": bench_serve,
         "ack": bench_ack,  # plan, sync and apply on ACK clusters, through its driver and emulator
+        "kube": bench_kube,  # verify and inspect through the clusters' Kubernetes APIs
     }
 
 
@@ -52,6 +54,8 @@ GOALS: list[tuple[str, str, float, str]] = [
     ("loading the 10,000-pool", "goal", 1.0, "<= 1 CPU s"),
     ("compile + diff", "goal", 1.0, "<= 1 CPU s"),
     ("place over", "goal", 1.0, "<= 50 ms"),
+    ("verify --json, 100 clusters", "floor: one round trip", 3.0, "<= 3 round trips"),
+    ("inspect --json, 100 clusters", "floor: one round trip", 3.0, "<= 3 round trips"),
 ]
 
 
@@ -94,6 +98,16 @@ MEANINGS: list[tuple[str, str]] = [
         "live pools again",
     ),
     ("place over", "wall time of one placement request against the catalog, the process already started"),
+    (
+        "verify --json",
+        "wall time of `verify --json` reading every cluster's nodes and device-plugin ConfigMap "
+        "through its kubeconfig context, in API round trips",
+    ),
+    (
+        "inspect --json",
+        "wall time of `inspect FLEET --json` reading every cluster's nodes and pods through its "
+        "kubeconfig context, in API round trips",
+    ),
     (
         "catalog serve",
         "/api/pools under 50 concurrent clients, beside the same server sending a static "
