@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from provisioner.kube.inspect import quantity
 from tests.kube.conftest import KubeWorld
 
 SHARED = "nvidia.com/gpu.shared"
@@ -140,3 +141,11 @@ def test_inspect_reports_an_unreachable_cluster_and_shows_the_others(applied: Ku
     assert error["message"].startswith("aws: the Kubernetes API (context aws) is unreachable: ")
     assert {c["cluster"] for c in document["clusters"]} == {"azure", "gcp"}
     assert "error: aws: the Kubernetes API (context aws) is unreachable" in result.stderr
+
+
+def test_quantities_read_as_kubernetes_writes_them_however_often_they_repeat():
+    cases = {"10": 10, " 4 ": 4, "500m": 0.5, "1k": 1000, "2M": 2 * 10**6, "1Ki": 1024, "16Gi": 16 * 2**30}
+    cases |= {"1.5": 1.5, "junk": 0, "": 0}
+    for _ in range(2):  # the second time from the cache: the same answers
+        assert {text: quantity(text) for text in cases} == cases
+    assert quantity(8) == 8  # a number where the API sent one
