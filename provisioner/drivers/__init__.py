@@ -11,11 +11,14 @@ from __future__ import annotations
 import importlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from provisioner.errors import OperationTimeout, Throttled, Unavailable
+from provisioner.hardware import PollSchedule
 from provisioner.pools import PoolState
 from provisioner.retry import Outage, patience
 
@@ -72,6 +75,8 @@ TAINT_EFFECTS_BY_CONSTANT = {constant: effect for effect, constant in TAINT_EFFE
 
 # How long a pool operation may take before OperationTimeout: GPU pools take minutes on real clouds.
 OPERATION_TIMEOUT = 1800.0
+# Waits that are no one cloud's operation (a cluster's running operations, seen by listing it).
+DEFAULT_SCHEDULE = PollSchedule()
 
 # Requests one run sends to a cloud API at once, and the connections each driver keeps open to it:
 # Azure Resource Manager's read bucket per subscription and region is 250 (learn.microsoft.com,
@@ -124,25 +129,81 @@ class Driver(Protocol):
         ...
 
 
-def poll_intervals(first: float = 0.1, factor: float = 1.3, ceiling: float = 5.0) -> Iterator[float]:
-    """Sleeps between polls: short at first (sandbox and quick operations finish fast), then
-    growing to a ceiling, never the Azure SDK's fixed 30 seconds. Growing by 1.3, a poll notices
-    an operation's end within about a quarter of its time (up to the ceiling)."""
-    interval = first
-    while True:
-        yield interval
-        interval = min(interval * factor, ceiling)
+@dataclass(frozen=True)
+class Pending:
+    """A poll's answer that the operation still runs, with the API's own word on when to ask again
+    (ARM's Retry-After on an operation's status), where it gave one."""
+
+    retry_after: float | None = None
+
+
+class OperationTimes:
+    """How long a cloud's operations of each kind took, by the start and end times the API itself
+    reports: the first poll of the next one of that kind is timed at the shortest of the last few,
+    so it is neither asked about while it surely still runs nor noticed late. Shared by a driver's
+    threads."""
+
+    KEEP = 8  # operations remembered per kind: recent enough to follow the cloud, enough to be steady
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seconds: dict[str, deque[float]] = {}
+
+    def record(self, kind: str, seconds: float | None) -> None:
+        if seconds is None or seconds < 0:  # no times in the answer, or clocks that disagree
+            return
+        with self._lock:
+            self._seconds.setdefault(kind, deque(maxlen=self.KEEP)).append(seconds)
+
+    def expected(self, kind: str) -> float | None:
+        with self._lock:
+            seen = self._seconds.get(kind)
+            return min(seen) if seen else None
+
+    def first_poll(self, kind: str, schedule: PollSchedule, retry_after: float | None = None) -> float:
+        """Seconds before the first poll of an operation of `kind` that has just started: when earlier
+        ones of its kind ended, else the schedule's first interval; never sooner than the API's
+        Retry-After."""
+        expected = self.expected(kind)
+        return max(retry_after or 0.0, schedule.first if expected is None else expected)
+
+
+def seconds_between(start: str | None, end: str | None) -> float | None:
+    """The seconds from one RFC 3339 time to another (an operation's startTime and endTime), or None
+    where either is missing or unreadable."""
+    if not start or not end:
+        return None
+    try:
+        return (_rfc3339(end) - _rfc3339(start)).total_seconds()
+    except ValueError:
+        return None
+
+
+def _rfc3339(text: str) -> datetime:
+    """datetime.fromisoformat takes at most microseconds: GKE gives nanoseconds."""
+    head, dot, rest = text.partition(".")
+    if dot:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        rest = rest[: min(digits, 6)] + rest[digits:]
+    return datetime.fromisoformat(head + dot + rest)
 
 
 def wait_until(
-    done: Callable[[], T | None],
+    done: Callable[[], T | Pending | None],
     timeout: float,
     what: str,
+    *,
+    schedule: PollSchedule = DEFAULT_SCHEDULE,
+    first_poll: float = 0.0,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
-    """Call `done` until it returns a value other than None, or raise OperationTimeout: the one
-    loop that waits for an operation, whatever the cloud.
+    """Call `done` until it returns a value other than None or Pending, or raise OperationTimeout:
+    the one loop that waits for an operation, whatever the cloud.
+
+    The first call comes `first_poll` seconds in (0: at once), the next ones at the schedule's
+    intervals for the time waited so far, or, where `done` answered Pending with the API's
+    Retry-After, that long after.
 
     A transient error while polling (throttled, unavailable) is not the operation's outcome: the
     poll is repeated, no sooner than the cloud's Retry-After, and reported to this thread's
@@ -150,27 +211,34 @@ def wait_until(
     raises Unreachable. Any other error `done` raises (an operation that failed, say) ends the
     wait at once.
     """
-    deadline = clock() + timeout
+    started = clock()
+    deadline = started + timeout
     outage = Outage(clock)
-    for interval in poll_intervals():
-        wait = interval
+    wait = first_poll
+    while True:
+        if wait > 0:
+            remaining = deadline - clock()
+            if remaining <= 0:
+                raise OperationTimeout(f"{what} did not finish within {timeout:g} s")
+            sleep(min(wait, remaining))
+        interval = schedule.interval(clock() - started)
         try:
             result = done()
         except (Throttled, Unavailable) as exc:
             outage.failed(exc, what)
             result = None
-            wait = max(interval, getattr(exc, "retry_after", None) or 0.0)
+            interval = max(interval, getattr(exc, "retry_after", None) or 0.0)
             if (report := patience().on_retry) is not None:
-                report(exc, wait)
+                report(exc, interval)
         else:
             outage.answered()
-        if result is not None:
+        if isinstance(result, Pending):
+            interval = interval if result.retry_after is None else result.retry_after
+        elif result is not None:
             return result
-        remaining = deadline - clock()
-        if remaining <= 0:
+        if deadline - clock() <= 0:
             raise OperationTimeout(f"{what} did not finish within {timeout:g} s")
-        sleep(min(wait, remaining))
-    raise AssertionError("unreachable")  # poll_intervals never ends
+        wait = interval
 
 
 _IMPORT_LOCK = threading.Lock()

@@ -117,6 +117,22 @@ class PlacementRules:
 
 
 @dataclass(frozen=True)
+class PollSchedule:
+    """How often a driver asks whether an operation has ended (clouds.yaml `polling`): `first`
+    seconds in where nothing says when it should end, then intervals growing with the time
+    waited, up to `ceiling`."""
+
+    first: float = 0.1
+    factor: float = 1.3
+    ceiling: float = 5.0
+
+    def interval(self, waited: float) -> float:
+        """The next interval after `waited` seconds: first * factor**n, the geometric backoff, put
+        by the time waited (so a wait that starts late, at an expected end, goes on from there)."""
+        return min(self.ceiling, self.first + (self.factor - 1) * waited)
+
+
+@dataclass(frozen=True)
 class CloudProfile:
     key: str  # "aks"
     title: str  # "AKS"
@@ -142,6 +158,7 @@ class CloudProfile:
     kube_context: Mapping[str, str] = field(default_factory=dict)
     pool_label: PoolLabel | None = None  # the node label naming each node's pool
     placement: PlacementRules | None = None  # None: the tool cannot place pods on this cloud's pools
+    polling: PollSchedule = PollSchedule()  # how its drivers wait for an operation to end
 
     @property
     def edge_pools(self) -> bool:
@@ -264,7 +281,12 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         kube_context=row.get("kubeContext", {}),
         pool_label=PoolLabel(**row["poolLabel"]) if "poolLabel" in row else None,
         placement=_placement(row["placement"]) if "placement" in row else None,
+        polling=_polling(row["polling"]),
     )
+
+
+def _polling(row: Mapping[str, Any]) -> PollSchedule:
+    return PollSchedule(first=row["firstSeconds"], factor=row["factor"], ceiling=row["ceilingSeconds"])
 
 
 def _placement(row: Mapping[str, Any]) -> PlacementRules:
