@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar
 
 OperationKind = Literal["create", "update", "delete"]
@@ -36,6 +37,7 @@ class Operation:
     done_at: float
     finish: Callable[[], None]  # applies the operation's end state (pool ready, pool gone)
     done: bool = False
+    started_at: float = 0.0  # on the engine's clock, as done_at
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Engine:
         self._random = random.Random(seed)
         self._clock = clock
         self._skipped = 0.0  # seconds `advance` moved the clock on
+        self._epoch = time.time() - clock()  # wall time at the engine clock's zero
         self._lock = threading.RLock()
         self._clusters: dict[str, ClusterState] = {}
         self._operations: dict[str, Operation] = {}
@@ -84,6 +87,11 @@ class Engine:
         when it chooses, whatever the machine's speed."""
         with self._lock:
             self._skipped += seconds
+
+    def wall(self, at: float) -> datetime:
+        """The UTC time of `at` on the engine's clock, for the times the APIs report: one offset from
+        the engine's start, so an operation's reported start and end lie exactly its length apart."""
+        return datetime.fromtimestamp(self._epoch + at, UTC)
 
     def add_cluster(self, key: str) -> ClusterState:
         with self._lock:
@@ -119,13 +127,15 @@ class Engine:
             if cluster.running is not None:
                 raise ClusterBusy(cluster.running)
             start()
+            now = self.now()
             operation = Operation(
                 id=f"op-{next(self._ids)}",
                 cluster=key,
                 kind=kind,
                 pool=pool,
-                done_at=self.now() + self.op_seconds,
+                done_at=now + self.op_seconds,
                 finish=finish,
+                started_at=now,
             )
             cluster.running = operation
             self._operations[operation.id] = operation

@@ -130,6 +130,8 @@ class Task:
     done_at: float
     state: str = "running"  # running, success, fail
     error: str = ""
+    started_at: float = 0.0  # on the engine's clock, as done_at
+    ended_at: float | None = None  # ... once it succeeded or failed
 
 
 @dataclass
@@ -262,11 +264,12 @@ class AckBackend:
                 pool = cluster.pools.get(nodepool_id)
                 if pool is not None and pool.state == "failed":  # failed midway (set by a test): ends now
                     del cluster.pending[nodepool_id]
-                    task.state, task.error = "fail", f"node pool {nodepool_id} failed"
+                    task.state, task.error, task.ended_at = "fail", f"node pool {nodepool_id} failed", now
                     continue
                 if now < task.done_at:
                     continue
                 del cluster.pending[nodepool_id]
+                task.ended_at = task.done_at
                 result = finish()
                 if result is None:
                     cluster.pools.pop(nodepool_id, None)
@@ -278,8 +281,15 @@ class AckBackend:
     def _begin(
         self, cluster: Cluster, nodepool_id: str, task_type: str, finish: Callable[[], NodePool | None]
     ) -> Task:
-        done_at = self.engine.now() + self.engine.op_seconds
-        task = Task(self._ids("T"), cluster.cluster_id, nodepool_id, task_type, done_at)
+        now = self.engine.now()
+        task = Task(
+            self._ids("T"),
+            cluster.cluster_id,
+            nodepool_id,
+            task_type,
+            now + self.engine.op_seconds,
+            started_at=now,
+        )
         cluster.pending[nodepool_id] = (task, finish)
         self.tasks[task.task_id] = task
         return task

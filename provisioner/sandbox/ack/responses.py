@@ -20,6 +20,7 @@ from werkzeug.wrappers import Request, Response
 from provisioner.sandbox.ack import exceptions as err
 from provisioner.sandbox.ack.models import AckBackends, AutoScaling, NodePool, Task
 from provisioner.sandbox.ack.urls import ACTIONS, ROUTES
+from provisioner.sandbox.engine import Engine
 from provisioner.sandbox.wire import ApiError, EmulatorApp, WireErrors, json_response, request_json
 
 API_VERSION = "2015-12-15"
@@ -152,16 +153,22 @@ class AckHandlers:
         return json_response({"task_id": task.task_id, "request_id": _request_id()})
 
     def describe_task(self, request: Request, task_id: str) -> Response:
-        return json_response(encode_task(self.backends.of_task(task_id)))
+        return json_response(encode_task(self.backends.engine, self.backends.of_task(task_id)))
 
 
-def encode_task(task: Task) -> dict[str, Any]:
+def encode_task(engine: Engine, task: Task) -> dict[str, Any]:
+    """DescribeTaskInfo's body; `created` and `updated` (SDK DescribeTaskInfoResponseBody: when the
+    task was created, when it was updated: its end, once it has one) in whole seconds, as ACK
+    writes its times."""
+    updated = task.started_at if task.ended_at is None else task.ended_at
     body: dict[str, Any] = {
         "task_id": task.task_id,
         "cluster_id": task.cluster_id,
         "task_type": task.task_type,
         "state": task.state,
         "target": {"id": task.nodepool_id, "type": "nodepool"},
+        "created": engine.wall(task.started_at).isoformat(timespec="seconds"),
+        "updated": engine.wall(updated).isoformat(timespec="seconds"),
     }
     if task.error:
         body["error"] = {"code": "TaskFailed", "message": task.error}

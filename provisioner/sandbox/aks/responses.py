@@ -1,11 +1,18 @@
 """The AKS emulator's wire glue: ARM's agentPools API as azure-mgmt-containerservice speaks it.
 
-Long-running PUT and DELETE answer 201/200/202 with an `Azure-AsyncOperation` status URL; lists
-come in pages joined by `nextLink`; errors are ARM's `{"error": {"code", "message"}}`.
+Long-running PUT and DELETE answer 201/200/202 with an `Azure-AsyncOperation` status URL and a
+`Retry-After` while the operation runs; lists come in pages joined by `nextLink`; errors are
+ARM's `{"error": {"code", "message"}}`.
+
+Sources: learn.microsoft.com/azure/azure-resource-manager/management/async-operations (the
+headers; the status body's status, startTime and endTime); the SDK's generated AgentPools
+create_or_update and delete read Azure-AsyncOperation and Retry-After from a 201 and a 202
+(azure-mgmt-containerservice operations/_operations.py).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 from urllib.parse import urlencode
 
@@ -109,7 +116,8 @@ class AksHandlers:
             raise InvalidRequestContent("The request body must have 'properties'.")
         operation, created = backend.put_pool(cluster, pool, properties)
         headers = {
-            "Azure-AsyncOperation": self._operation_url(request, subscription, operation, "operations")
+            "Azure-AsyncOperation": self._operation_url(request, subscription, operation, "operations"),
+            **self._retry_after(operation),
         }
         return json_response(
             _pool(backend.cluster_key(cluster), pool, backend.get_pool(cluster, pool)),
@@ -126,6 +134,7 @@ class AksHandlers:
         headers = {
             "Azure-AsyncOperation": self._operation_url(request, subscription, operation, "operations"),
             "Location": self._operation_url(request, subscription, operation, "operationresults"),
+            **self._retry_after(operation),
         }
         return Response(status=202, headers=headers)
 
@@ -133,8 +142,15 @@ class AksHandlers:
         self, request: Request, subscription: str, location: str, operation: str
     ) -> Response:
         found = find_operation(self.engine, subscription, operation)
-        status = "Succeeded" if found.done else "InProgress"
-        return json_response({"id": request.path, "name": operation, "status": status})
+        body = {
+            "id": request.path,
+            "name": operation,
+            "status": "Succeeded" if found.done else "InProgress",
+            "startTime": self.engine.wall(found.started_at).isoformat(),
+        }
+        if found.done:
+            body["endTime"] = self.engine.wall(found.done_at).isoformat()
+        return json_response(body, headers=self._retry_after(found))
 
     def operation_result(
         self, request: Request, subscription: str, location: str, operation: str
@@ -143,6 +159,13 @@ class AksHandlers:
         if found.done:
             return Response(status=204)
         return Response(status=202, headers={"Location": request.url})
+
+    def _retry_after(self, operation: Operation) -> dict[str, str]:
+        """When to look again, in the whole seconds Retry-After takes (RFC 9110 delay-seconds): when
+        this operation ends, rounded up. None with less than a second to go, nor once it is done:
+        ARM's clients then poll on their own schedule."""
+        left = operation.done_at - self.engine.now()
+        return {} if operation.done or left < 1 else {"Retry-After": str(math.ceil(left))}
 
     @staticmethod
     def _operation_url(request: Request, subscription: str, operation: Operation, kind: str) -> str:

@@ -7,6 +7,7 @@ int64 as strings, fields at their default value left out. Errors are Google's
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from werkzeug.wrappers import Request, Response
@@ -27,7 +28,7 @@ OPERATION_STATUS = {"RUNNING": 2, "DONE": 3}
 
 
 def app(engine: Engine, backends: BackendDict[GkeBackend], latency: float = 0.0) -> EmulatorApp:
-    handlers = GkeHandlers(backends)
+    handlers = GkeHandlers(engine, backends)
     return EmulatorApp(
         engine,
         routes=ROUTES,
@@ -52,7 +53,8 @@ def render_error(error: ApiError) -> Response:
 
 
 class GkeHandlers:
-    def __init__(self, backends: BackendDict[GkeBackend]):
+    def __init__(self, engine: Engine, backends: BackendDict[GkeBackend]):
+        self.engine = engine
         self.backends = backends
 
     def list_clusters(self, request: Request, project: str, location: str) -> Response:
@@ -103,18 +105,19 @@ class GkeHandlers:
     def get_operation(self, request: Request, project: str, location: str, operation: str) -> Response:
         return self._operation(self.backends[project][location].get_operation(operation))
 
-    @staticmethod
-    def _operation(operation: Operation) -> Response:
-        return json_response(encode_operation(operation))
+    def _operation(self, operation: Operation) -> Response:
+        return json_response(encode_operation(self.engine, operation))
 
 
 def _link(path: str) -> str:
     return f"https://container.googleapis.com/v1/{path}"
 
 
-def encode_operation(operation: Operation) -> dict[str, Any]:
+def encode_operation(engine: Engine, operation: Operation) -> dict[str, Any]:
+    """An Operation as operations.get returns it; startTime and endTime (once DONE) are RFC 3339
+    (container v1 Operation reference: "[Output only] The time the operation started/completed")."""
     location = operation.cluster.split("/")[3]
-    return {
+    body = {
         "name": operation.id,
         "zone": location,
         "location": location,
@@ -122,7 +125,16 @@ def encode_operation(operation: Operation) -> dict[str, Any]:
         "status": OPERATION_STATUS["DONE" if operation.done else "RUNNING"],
         "selfLink": _link(f"{'/'.join(operation.cluster.split('/')[:4])}/operations/{operation.id}"),
         "targetLink": _link(f"{operation.cluster}/nodePools/{operation.pool}"),
+        "startTime": _rfc3339(engine.wall(operation.started_at)),
     }
+    if operation.done:
+        body["endTime"] = _rfc3339(engine.wall(operation.done_at))
+    return body
+
+
+def _rfc3339(moment: datetime) -> str:
+    """As GKE writes its times: UTC with a Z, fractional seconds (GKE gives nanoseconds)."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
 
 
 def _omit_defaults(fields: dict[str, Any]) -> dict[str, Any]:
