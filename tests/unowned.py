@@ -75,7 +75,7 @@ def _create_ack(driver: Any, ref: ClusterRef, state: PoolState) -> None:
         key, value = USER_TAG
         request.scaling_group.tags = [cs.CreateClusterNodePoolRequestScalingGroupTags(key=key, value=value)]
     body = driver._call(ref, "create_cluster_node_pool_with_options", ref.name, request)
-    driver._wait_task(ref, body.get("task_id"), f"creating {state.name} by hand")
+    driver._wait_task(ref, body.get("task_id"), "nodepool_create", f"creating {state.name} by hand")
     driver._wait_settled(ref, body["nodepool_id"], f"creating {state.name} by hand")
 
 

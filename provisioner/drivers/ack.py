@@ -19,7 +19,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from provisioner import hardware
-from provisioner.drivers import OPERATION_TIMEOUT, ClusterRef, import_sdk, wait_until
+from provisioner.drivers import (
+    OPERATION_TIMEOUT,
+    ClusterRef,
+    OperationTimes,
+    import_sdk,
+    seconds_between,
+    wait_until,
+)
 from provisioner.errors import (
     AuthenticationFailed,
     CloudError,
@@ -71,6 +78,8 @@ class AckDriver:
         self._operation_timeout = operation_timeout
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
+        self._polling = hardware.load().clouds["ack"].polling
+        self._times = OperationTimes()  # how long this cloud's tasks took, by type
         # The credential chain logs each provider it tried, with a traceback; the typed error
         # (AuthenticationFailed) says it once, as azure-identity's is quieted in the AKS driver.
         logging.getLogger("alibabacloud_credentials").setLevel(logging.CRITICAL)
@@ -104,7 +113,7 @@ class AckDriver:
             cluster, "create_cluster_node_pool_with_options", cluster.name, _create_request(cluster, desired)
         )
         what = f"creating node pool {desired.name}"
-        self._wait_task(cluster, body.get("task_id"), what)
+        self._wait_task(cluster, body.get("task_id"), "nodepool_create", what)
         return _observed(self._wait_settled(cluster, body["nodepool_id"], what))
 
     def update_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
@@ -118,7 +127,7 @@ class AckDriver:
             cluster, "modify_cluster_node_pool_with_options", cluster.name, nodepool_id, request
         )
         what = f"updating node pool {desired.name}"
-        self._wait_task(cluster, body.get("task_id"), what)
+        self._wait_task(cluster, body.get("task_id"), "nodepool_update", what)
         return _observed(self._wait_settled(cluster, nodepool_id, what))
 
     def adopt_pool(self, cluster: ClusterRef, name: str) -> PoolState:
@@ -131,7 +140,7 @@ class AckDriver:
             cluster, "modify_cluster_node_pool_with_options", cluster.name, nodepool_id, _adopt_request(raw)
         )
         what = f"adopting node pool {name}"
-        self._wait_task(cluster, body.get("task_id"), what)
+        self._wait_task(cluster, body.get("task_id"), "nodepool_update", what)
         return _observed(self._wait_settled(cluster, nodepool_id, what))
 
     def delete_pool(self, cluster: ClusterRef, name: str) -> None:
@@ -142,8 +151,9 @@ class AckDriver:
             raise NotOwned(f"node pool {name} was not created by provisioner; not deleting it")
         nodepool_id = raw["nodepool_info"]["nodepool_id"]
         request = cs.DeleteClusterNodepoolRequest(force=True)  # its nodes go with it
-        self._call(cluster, "delete_cluster_nodepool_with_options", cluster.name, nodepool_id, request)
+        body = self._call(cluster, "delete_cluster_nodepool_with_options", cluster.name, nodepool_id, request)
         what = f"deleting node pool {name}"
+        self._wait_task(cluster, body.get("task_id"), "nodepool_delete", what)
 
         def gone() -> bool | None:
             try:
@@ -232,7 +242,9 @@ class AckDriver:
             cluster, "describe_cluster_node_pool_detail_with_options", cluster.name, nodepool_id
         )
 
-    def _wait_task(self, cluster: ClusterRef, task_id: str | None, what: str) -> None:
+    def _wait_task(self, cluster: ClusterRef, task_id: str | None, kind: str, what: str) -> None:
+        """Poll the task the change started (DescribeTaskInfo), first when earlier tasks of its type
+        took to end, by their own created and updated times (whole seconds)."""
         if not task_id:
             return  # no task returned: the pool's own state is waited on next
 
@@ -240,7 +252,12 @@ class AckDriver:
             task = self._call(cluster, "describe_task_info_with_options", task_id)
             return task if task.get("state") not in (None, "running") else None
 
-        task = wait_until(finished, self._operation_timeout, what)
+        first = self._times.first_poll(kind, self._polling)
+        task = wait_until(finished, self._operation_timeout, what, schedule=self._polling, first_poll=first)
+        if task["state"] not in _TASK_FAILED:
+            self._times.record(
+                task.get("task_type") or kind, seconds_between(task.get("created"), task.get("updated"))
+            )
         if task["state"] in _TASK_FAILED:
             error = task.get("error") or {}
             raise OperationFailed(

@@ -14,7 +14,10 @@ from provisioner import hardware
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
     ClusterRef,
+    OperationTimes,
+    Pending,
     import_sdk,
+    seconds_between,
     size_connection_pool,
     wait_until,
 )
@@ -22,7 +25,6 @@ from provisioner.errors import (
     AuthenticationFailed,
     CloudError,
     ErrorCodes,
-    NotFound,
     NotOwned,
     OperationFailed,
     Unavailable,
@@ -33,6 +35,9 @@ from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolSta
 
 _TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>\w+)$")
 _STATUS: dict[str, PoolStatus] = {"Succeeded": "ready", "Failed": "failed", "Canceled": "failed"}
+# An async operation's terminal statuses (ARM "Track asynchronous Azure operations"); any other
+# status (InProgress, or a resource provider's own) means it still runs.
+_SUCCEEDED, _FAILED = "Succeeded", ("Failed", "Canceled")
 # ARM's codes (azure-rest-api-specs, AKS troubleshooting): 409 OperationNotAllowed while another
 # agent pool operation runs.
 _CODES = ErrorCodes(busy=frozenset({"OperationNotAllowed"}), busy_status=409)
@@ -46,6 +51,8 @@ class AksDriver:
         # The sandbox speaks plain HTTP on loopback; azure-core refuses bearer tokens over it unless told.
         self._options: dict[str, Any] = {"enforce_https": False} if endpoint else {}
         self._clients_lock = threading.Lock()
+        self._polling = hardware.load().clouds["aks"].polling
+        self._times = OperationTimes()  # how long this cloud's operations took, by kind
         # azure-identity logs each credential it tried at WARNING; the typed error says it once.
         logging.getLogger("azure.identity").setLevel(logging.ERROR)
         import_sdk(
@@ -113,19 +120,12 @@ class AksDriver:
         if not self._read(cluster, name).owned:
             raise NotOwned(f"agent pool {name} was not created by provisioner; not deleting it")
         with _sdk_errors():
-            self._pools(cluster).begin_delete(
-                cluster.location, cluster.name, name, polling=False, **self._options
+            started = self._pools(cluster).begin_delete(
+                cluster.location, cluster.name, name, polling=False, cls=_initial_response, **self._options
             )
-
-        def gone() -> bool | None:
-            try:
-                pool = self._read(cluster, name)
-            except NotFound:
-                return True
-            _raise_if_failed(pool, f"deleting agent pool {name}")
-            return None
-
-        wait_until(gone, self._operation_timeout, f"deleting agent pool {name}")
+            response = started.result().http_response
+        if response.status_code != 204:  # 204: gone already
+            self._follow(cluster, response, "delete", f"deleting agent pool {name}")
 
     def discover(self, scope: ClusterRef) -> list[ClusterRef]:
         with _sdk_errors():
@@ -171,17 +171,64 @@ class AksDriver:
 
         body = models.AgentPool(properties=models.ManagedClusterAgentPoolProfileProperties(properties))
         with _sdk_errors():
-            # No SDK poller: the pool's provisioningState is polled by the one wait loop.
-            self._pools(cluster).begin_create_or_update(
-                cluster.location, cluster.name, name, body, polling=False, **self._options
+            # No SDK poller (its interval is a fixed 30 s without Retry-After): the one wait loop follows it.
+            started = self._pools(cluster).begin_create_or_update(
+                cluster.location,
+                cluster.name,
+                name,
+                body,
+                polling=False,
+                cls=_initial_response,
+                **self._options,
             )
+            response = started.result().http_response
+        state = (response.json().get("properties") or {}).get("provisioningState")
+        if state == _SUCCEEDED or state is None:  # none: ARM's word that it finished and succeeded
+            return
+        if state in _FAILED:
+            raise OperationFailed(f"{what}: the agent pool's provisioning {state.lower()}")
+        self._follow(cluster, response, "create" if response.status_code == 201 else "update", what)
 
-        def finished() -> PoolState | None:
-            pool = self._read(cluster, name)
-            _raise_if_failed(pool, what)
-            return pool if pool.status == "ready" else None
+    def _follow(self, cluster: ClusterRef, response: Any, kind: str, what: str) -> None:
+        """Poll the operation ARM started through its own status URL (Azure-AsyncOperation), first
+        after its Retry-After or when earlier operations of its kind took to end, by their startTime
+        and endTime, then as each answer's Retry-After or the schedule says."""
+        from azure.core.exceptions import HttpResponseError
+        from azure.core.rest import HttpRequest
+        from azure.mgmt.core.exceptions import ARMErrorFormat
 
-        wait_until(finished, self._operation_timeout, what)
+        url = response.headers.get("Azure-AsyncOperation")
+        if not url:
+            raise CloudError(
+                f"{what}: ARM answered {response.status_code} without an Azure-AsyncOperation URL"
+            )
+        with self._clients_lock:
+            client = self._client(cluster.account)
+
+        def finished() -> dict[str, Any] | Pending:
+            with _sdk_errors():
+                answer = client.send_request(HttpRequest("GET", url), **self._options)
+                if answer.status_code >= 400:
+                    raise HttpResponseError(response=answer, error_format=ARMErrorFormat)
+            status = answer.json()
+            if status.get("status") in _FAILED:
+                error = status.get("error") or {}
+                raise OperationFailed(
+                    f"{what}: {status['status']}: {error.get('message') or error.get('code', '')}"
+                )
+            if status.get("status") == _SUCCEEDED:
+                return status
+            return Pending(retry_after_seconds(answer.headers.get("Retry-After")))
+
+        retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+        first = self._times.first_poll(kind, self._polling, retry_after)
+        done = wait_until(finished, self._operation_timeout, what, schedule=self._polling, first_poll=first)
+        self._times.record(kind, seconds_between(done.get("startTime"), done.get("endTime")))
+
+
+def _initial_response(pipeline_response: Any, deserialized: Any, headers: Any) -> Any:
+    """The SDK's `cls` hook: the begin_* call's own HTTP answer, whose headers say how to follow it."""
+    return pipeline_response
 
 
 # nodeLabels, nodeTaints and the scaling settings change in place (FACTS.md). `count` is a fixed
@@ -264,11 +311,6 @@ class _SandboxCredential:
         from azure.core.credentials import AccessToken
 
         return AccessToken("sandbox", int(time.time()) + 3600)
-
-
-def _raise_if_failed(pool: PoolState, what: str) -> None:
-    if pool.status == "failed":
-        raise OperationFailed(f"{what}: the agent pool's provisioning failed")
 
 
 @contextlib.contextmanager

@@ -68,6 +68,9 @@ class EksDriver:
         self._operation_timeout = operation_timeout
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
+        # EKS reports no operation's end time (a node group's modifiedAt is any change's): no
+        # durations to learn from, so every wait starts on the schedule.
+        self._polling = hardware.load().clouds["eks"].polling
         import_sdk("boto3", "botocore.config", "botocore.exceptions")
 
     # Driver protocol
@@ -183,7 +186,7 @@ class EksDriver:
             _raise_if_failed(described, f"deleting node group {name}")
             return None
 
-        wait_until(gone, self._operation_timeout, f"deleting node group {name}")
+        wait_until(gone, self._operation_timeout, f"deleting node group {name}", **self._schedule)
 
     def discover(self, scope: ClusterRef) -> list[ClusterRef]:
         client = self._client(scope)
@@ -219,6 +222,12 @@ class EksDriver:
             )
         return self._clients[cluster.location]
 
+    @property
+    def _schedule(self) -> dict[str, Any]:
+        """How each wait polls: its first poll one interval in, since the call that started the
+        change has just said it runs (CREATING, UPDATING, DELETING)."""
+        return {"schedule": self._polling, "first_poll": self._polling.first}
+
     def _describe(self, cluster: ClusterRef, name: str) -> dict[str, Any]:
         with _sdk_errors():
             return self._client(cluster).describe_nodegroup(clusterName=cluster.name, nodegroupName=name)[
@@ -233,7 +242,7 @@ class EksDriver:
             described = self._describe(cluster, name)
             return described if described["status"] not in ("CREATING", "UPDATING") else None
 
-        described = wait_until(active, self._operation_timeout, what)
+        described = wait_until(active, self._operation_timeout, what, **self._schedule)
         _raise_if_failed(described, what)
         if described["status"] != "ACTIVE":
             raise OperationFailed(f"{what}: node group is {described['status']}")
@@ -242,13 +251,13 @@ class EksDriver:
         client = self._client(cluster)
 
         def finished() -> dict[str, Any] | None:
-            if update["status"] != "InProgress":
-                return update
             with _sdk_errors():
                 current = client.describe_update(name=cluster.name, nodegroupName=name, updateId=update["id"])
             return current["update"] if current["update"]["status"] != "InProgress" else None
 
-        done = wait_until(finished, self._operation_timeout, what)
+        done = update  # the answer that started it says how it stands
+        if update["status"] == "InProgress":
+            done = wait_until(finished, self._operation_timeout, what, **self._schedule)
         if done["status"] != "Successful":
             errors = "; ".join(e.get("errorMessage", "") for e in done.get("errors", []))
             raise OperationFailed(f"{what}: update {done['status']}{': ' + errors if errors else ''}")

@@ -13,7 +13,9 @@ from provisioner.drivers import (
     TAINT_EFFECT_CONSTANTS,
     TAINT_EFFECTS_BY_CONSTANT,
     ClusterRef,
+    OperationTimes,
     import_sdk,
+    seconds_between,
     size_connection_pool,
     wait_until,
 )
@@ -53,6 +55,8 @@ class GkeDriver:
         self._operation_timeout = operation_timeout
         self._client_instance: Any = None
         self._client_lock = threading.Lock()
+        self._polling = hardware.load().clouds["gke"].polling
+        self._times = OperationTimes()  # how long this cloud's operations took, by type
         import_sdk(
             "google.cloud.container_v1",
             "google.api_core.exceptions",
@@ -197,17 +201,26 @@ class GkeDriver:
         return _observed(self._call(self._client.get_node_pool, name=f"{_path(cluster)}/nodePools/{name}"))
 
     def _wait(self, cluster: ClusterRef, operation: Any, what: str) -> None:
+        """Poll the operation itself (operations.get) until DONE. Its first poll comes when earlier
+        operations of its type took to end, by their own startTime and endTime."""
         from google.cloud import container_v1 as gke
 
         name = f"projects/{cluster.account}/locations/{cluster.location}/operations/{operation.name}"
+        kind = gke.Operation.Type(operation.operation_type).name
 
         def finished() -> Any:
             current = self._call(self._client.get_operation, name=name)
             return current if current.status == gke.Operation.Status.DONE else None
 
-        done = wait_until(finished, self._operation_timeout, what)
+        done = operation  # the answer that started it says how it stands
+        if operation.status != gke.Operation.Status.DONE:
+            first = self._times.first_poll(kind, self._polling)
+            done = wait_until(
+                finished, self._operation_timeout, what, schedule=self._polling, first_poll=first
+            )
         if done.error.message or done.status_message:
             raise OperationFailed(f"{what}: {done.error.message or done.status_message}")
+        self._times.record(kind, seconds_between(done.start_time, done.end_time))
 
     def _node_pool(self, desired: PoolState) -> Any:
         from google.cloud import container_v1 as gke
