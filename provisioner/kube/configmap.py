@@ -20,13 +20,16 @@ from provisioner.compile import CompiledCluster
 from provisioner.errors import KubeUnreachable
 from provisioner.kube.contexts import FIELD_MANAGER, KubeAccess
 from provisioner.nvidia import DEVICE_PLUGIN_LABEL
-from provisioner.render import DEVICE_PLUGIN_FILE, render_cluster
 
 NO_KUBE_HINT = "pass --no-kube if you apply the ConfigMap yourself (GitOps)"
 
 
 def desired_document(compiled: CompiledCluster) -> dict[str, Any] | None:
     """The ConfigMap `render` prints for the cluster, as an object; None where the cloud needs none."""
+    if not compiled.uses_gpu_operator:  # render prints nothing for it: no templates to load
+        return None
+    from provisioner.render import DEVICE_PLUGIN_FILE, render_cluster  # jinja2, only where rendering
+
     text = render_cluster(compiled).files.get(DEVICE_PLUGIN_FILE)
     return None if text is None else YAML(typ="safe", pure=True).load(text)
 
