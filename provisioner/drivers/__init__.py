@@ -163,9 +163,10 @@ class OperationTimes:
     def first_poll(self, kind: str, schedule: PollSchedule, retry_after: float | None = None) -> float:
         """Seconds before the first poll of an operation of `kind` that has just started: when earlier
         ones of its kind ended, else the schedule's first interval; never sooner than the API's
-        Retry-After."""
+        Retry-After (itself heeded up to the schedule's ceiling)."""
         expected = self.expected(kind)
-        return max(retry_after or 0.0, schedule.first if expected is None else expected)
+        hint = min(retry_after or 0.0, schedule.ceiling)
+        return max(hint, schedule.first if expected is None else expected)
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:
@@ -202,8 +203,9 @@ def wait_until(
     the one loop that waits for an operation, whatever the cloud.
 
     The first call comes `first_poll` seconds in (0: at once), the next ones at the schedule's
-    intervals for the time waited so far, or, where `done` answered Pending with the API's
-    Retry-After, that long after.
+    intervals for the time waited so far; where `done` answered Pending with the API's
+    Retry-After, no sooner than that, and never later than the schedule's ceiling (a hint far
+    off is not waited out past the interval the cloud's own tool polls at).
 
     A transient error while polling (throttled, unavailable) is not the operation's outcome: the
     poll is repeated, no sooner than the cloud's Retry-After, and reported to this thread's
@@ -232,9 +234,9 @@ def wait_until(
                 report(exc, interval)
         else:
             outage.answered()
-        if isinstance(result, Pending):
-            interval = interval if result.retry_after is None else result.retry_after
-        elif result is not None:
+        if isinstance(result, Pending) and result.retry_after is not None:
+            interval = min(schedule.ceiling, max(interval, result.retry_after))
+        elif result is not None and not isinstance(result, Pending):
             return result
         if deadline - clock() <= 0:
             raise OperationTimeout(f"{what} did not finish within {timeout:g} s")

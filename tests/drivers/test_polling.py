@@ -74,9 +74,17 @@ def test_the_first_poll_waits_for_first_poll_and_later_ones_go_on_from_the_time_
 
 
 def test_a_pending_answer_with_retry_after_sets_the_next_poll_and_one_without_leaves_the_schedule():
-    done, asked, clock = answers(Pending(retry_after=7), Pending(), "done")
+    done, asked, clock = answers(Pending(retry_after=3), Pending(), "done")
     assert wait_until(done, 60, "op", sleep=clock.sleep, clock=clock) == "done"
-    assert asked == pytest.approx([0.0, 7.0, 7.0 + 0.1 + 0.3 * 7])
+    assert asked == pytest.approx([0.0, 3.0, 3.0 + 0.1 + 0.3 * 3])
+
+
+def test_retry_after_is_heeded_no_sooner_than_the_schedule_nor_later_than_its_ceiling():
+    schedule = PollSchedule(first=0.1, factor=1.3, ceiling=30)
+    done, asked, clock = answers(None, Pending(retry_after=1), Pending(retry_after=3600), "done")
+    assert wait_until(done, 600, "op", schedule=schedule, first_poll=20, sleep=clock.sleep, clock=clock)
+    # at 20 s the schedule's interval (6.1 s) outlasts a Retry-After of 1; one of an hour waits 30 s
+    assert asked == pytest.approx([20.0, 26.1, 26.1 + 0.1 + 0.3 * 26.1, 26.1 + 0.1 + 0.3 * 26.1 + 30])
 
 
 def test_throttling_while_polling_waits_at_least_its_retry_after():
@@ -103,7 +111,9 @@ def test_the_first_poll_of_an_operation_comes_when_the_fastest_recent_one_of_its
     times.record("CREATE_NODE_POOL", None)  # an answer without times teaches nothing
     assert times.first_poll("CREATE_NODE_POOL", schedule) == 170.0
     assert times.first_poll("DELETE_NODE_POOL", schedule) == 0.1  # each kind on its own
-    assert times.first_poll("CREATE_NODE_POOL", schedule, retry_after=200) == 200  # the API's word first
+    assert times.first_poll("CREATE_NODE_POOL", schedule, retry_after=4) == 170.0  # known to end later
+    assert times.first_poll("DELETE_NODE_POOL", schedule, retry_after=4) == 4  # the API's word first
+    assert times.first_poll("DELETE_NODE_POOL", schedule, retry_after=3600) == 5  # up to the ceiling
     for _ in range(OperationTimes.KEEP):  # the cloud got slower: old, faster runs are forgotten
         times.record("CREATE_NODE_POOL", 240.0)
     assert times.first_poll("CREATE_NODE_POOL", schedule) == 240.0

@@ -32,6 +32,9 @@ from provisioner.sandbox.engine import BackendDict, Engine, Operation
 from provisioner.sandbox.wire import ApiError, EmulatorApp, WireErrors, json_response, request_json
 
 PAGE_SIZE = 5  # agent pools per page of a list, so paging is exercised
+# ARM leaves Retry-After's value to the resource provider. This one promises no more than 2 s
+# ahead: its operations last seconds, and a test may end one early (Engine.advance).
+RETRY_AFTER_HORIZON = 2
 
 
 def app(
@@ -162,10 +165,12 @@ class AksHandlers:
 
     def _retry_after(self, operation: Operation) -> dict[str, str]:
         """When to look again, in the whole seconds Retry-After takes (RFC 9110 delay-seconds): when
-        this operation ends, rounded up. None with less than a second to go, nor once it is done:
-        ARM's clients then poll on their own schedule."""
+        this operation ends, rounded up, at most RETRY_AFTER_HORIZON ahead. None with less than a
+        second to go, nor once it is done: ARM's clients then poll on their own schedule."""
         left = operation.done_at - self.engine.now()
-        return {} if operation.done or left < 1 else {"Retry-After": str(math.ceil(left))}
+        if operation.done or left < 1:
+            return {}
+        return {"Retry-After": str(min(math.ceil(left), RETRY_AFTER_HORIZON))}
 
     @staticmethod
     def _operation_url(request: Request, subscription: str, operation: Operation, kind: str) -> str:
