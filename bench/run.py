@@ -1,16 +1,19 @@
 """`make bench`: run every benchmark against the sandbox, write bench/results.json and
-bench/results.md, and put the table in the README between its bench markers."""
+bench/results.md, and put the table in the README between its bench markers.
+
+`python -m bench.run NAME...` runs only those benchmarks and replaces only their figures.
+Each benchmark runs in a fresh interpreter: what one leaves behind (threads, garbage, warm
+caches) must not weigh on the next one's figures."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
-
-from bench.figures import Figure
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
@@ -166,24 +169,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("names", nargs="*", help="only these benchmarks")
     parser.add_argument("--publish-only", action="store_true", help="rewrite the tables from results.json")
+    parser.add_argument("--one", metavar="NAME", help=argparse.SUPPRESS)  # a child: print its figures
     args = parser.parse_args()
-    if args.publish_only:
-        print(publish(json.loads((HERE / "results.json").read_text(encoding="utf-8"))), end="")
+    if args.one:
+        figures = benchmarks()[args.one].run()  # type: ignore[attr-defined]
+        print(json.dumps([{"bench": args.one, **f.json()} for f in figures]))
         return
-    figures: list[Figure] = []
+    results = HERE / "results.json"
+    if args.publish_only:
+        print(publish(json.loads(results.read_text(encoding="utf-8"))), end="")
+        return
+    unknown = set(args.names) - set(benchmarks())
+    if unknown:
+        parser.error(f"no benchmark {', '.join(sorted(unknown))}; there are {', '.join(benchmarks())}")
+    kept = []  # a partial run keeps the other benchmarks' figures
+    if args.names and results.exists():
+        kept = json.loads(results.read_text(encoding="utf-8"))["figures"]
+    by_bench: dict[str, list[dict[str, object]]] = {}
+    for figure in kept:
+        by_bench.setdefault(str(figure.get("bench", "")), []).append(figure)
     started = time.perf_counter()
-    for name, module in benchmarks().items():
+    for name in benchmarks():
         if args.names and name not in args.names:
             continue
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
-        figures += module.run()  # type: ignore[attr-defined]
+        child = subprocess.run(
+            [sys.executable, "-m", "bench.run", "--one", name], stdout=subprocess.PIPE, text=True, check=True
+        )
+        by_bench[name] = json.loads(child.stdout.strip().splitlines()[-1])
     machine = f"{platform.python_implementation()} {platform.python_version()}, {platform.machine()}"
     document = {
         "machine": machine,
         "seconds": round(time.perf_counter() - started, 1),
-        "figures": [f.json() for f in figures],
+        "figures": [f for name in benchmarks() for f in by_bench.get(name, [])],
     }
-    (HERE / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    results.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     print(publish(document), end="")
 
 

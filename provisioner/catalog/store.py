@@ -300,10 +300,10 @@ class Store:
                     for p in w.pools
                 ],
             ),
-            (self._sql.allocation_stale, [{"cid": c} for c, w in fresh if w.allocation is None]),
+            (self._sql.allocation_stale, {"cids": [c for c, w in fresh if w.allocation is None]}),
             (self._sql.allocation, [row for c, w in fresh for row in _allocation_rows(c, w)]),
-            (self._sql.pools_gone, [{"cid": c, "observed_at": w.observed_at} for c, w in fresh]),
-            (self._sql.drift_clear, [{"cid": c} for c, _ in fresh]),
+            (self._sql.pools_gone, {"cids": [c for c, _ in fresh]}),
+            (self._sql.drift_clear, {"cids": [c for c, _ in fresh]}),
             (self._sql.drift_insert, [row for c, w in fresh for row in _drift_rows(c, w)]),
         ):
             if rows:
@@ -324,11 +324,11 @@ class Store:
                 ],
             )
         if write.allocation is None:
-            conn.execute(self._sql.allocation_stale, {"cid": cluster_id})
+            conn.execute(self._sql.allocation_stale, {"cids": [cluster_id]})
         elif rows := _allocation_rows(cluster_id, write):
             conn.execute(self._sql.allocation, rows)
-        conn.execute(self._sql.pools_gone, {"cid": cluster_id, "observed_at": observed_at})
-        conn.execute(self._sql.drift_clear, {"cid": cluster_id})
+        conn.execute(self._sql.pools_gone, {"cids": [cluster_id]})
+        conn.execute(self._sql.drift_clear, {"cids": [cluster_id]})
         if write.drift:
             conn.execute(self._sql.drift_insert, _drift_rows(cluster_id, write))
         return True
@@ -505,17 +505,20 @@ class _Statements:
                 "adopted_at": adopted,
             },
         )
-        # Gone: the listing's upsert did not touch it, so it was last seen by an older listing.
+        # Each runs once for a batch's clusters (`cids`), after their listing time is stored.
+        clusters = bindparam("cids", expanding=True)
+        listed_at = (
+            select(ClusterRow.observed_at).where(ClusterRow.id == PoolRow.cluster_id).scalar_subquery()
+        )
+        # Gone: the listing's upsert did not touch it, so it was last seen before its cluster's listing.
         self.pools_gone = (
             update(PoolRow)
             .where(
-                PoolRow.cluster_id == bindparam("cid"),
-                PoolRow.deleted_at.is_(None),
-                PoolRow.last_seen < bindparam("observed_at"),
+                PoolRow.cluster_id.in_(clusters), PoolRow.deleted_at.is_(None), PoolRow.last_seen < listed_at
             )
-            .values(deleted_at=bindparam("observed_at"))
+            .values(deleted_at=listed_at)
         )
-        self.drift_clear = delete(DriftRow).where(DriftRow.cluster_id == bindparam("cid"))
+        self.drift_clear = delete(DriftRow).where(DriftRow.cluster_id.in_(clusters))
         self.allocation = (
             update(PoolRow)
             .where(PoolRow.cluster_id == bindparam("cid"), PoolRow.name == bindparam("pool"))
@@ -529,7 +532,7 @@ class _Statements:
         )
         self.allocation_stale = (
             update(PoolRow)
-            .where(PoolRow.cluster_id == bindparam("cid"), PoolRow.allocation_at.is_not(None))
+            .where(PoolRow.cluster_id.in_(clusters), PoolRow.allocation_at.is_not(None))
             .values(allocation_stale=True)
         )
         self.drift_insert = insert(DriftRow)
