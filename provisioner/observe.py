@@ -7,17 +7,23 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from provisioner.drivers import MAX_CONCURRENT_REQUESTS, OPERATION_TIMEOUT, Driver, Target, wait_until
+from provisioner.drivers import (
+    MAX_CONCURRENT_REQUESTS,
+    OPERATION_TIMEOUT,
+    Driver,
+    Target,
+    raise_open_file_limit,
+    wait_until,
+)
 from provisioner.drivers.registry import connect
 from provisioner.errors import CloudError, OperationTimeout
 from provisioner.pools import PoolState
 from provisioner.retry import RetryPolicy
 
-MAX_WORKERS = MAX_CONCURRENT_REQUESTS  # clusters listed at once: each waits on the network
-# The process's listing threads, started as listings need them and kept between observations (a
-# wait for running operations observes again and again): starting 250 threads costs about a
-# quarter of a round trip of CPU each time.
-LISTING_THREADS = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="observe")
+# The process's listing threads, one per cluster listed at once, started as listings need them
+# and kept between observations (a wait for running operations observes again and again):
+# starting 250 threads costs about a quarter of a round trip of CPU each time.
+LISTING_THREADS = ThreadPoolExecutor(max_workers=MAX_CONCURRENT_REQUESTS, thread_name_prefix="observe")
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,7 @@ class Drivers:
     def __init__(self, sandbox: str | Path | None = None):
         self.sandbox = sandbox
         self._drivers: dict[str, Driver] = {}
+        raise_open_file_limit()  # each driver may keep a connection per request in flight
 
     def __call__(self, cloud: str) -> Driver:
         if cloud not in self._drivers:
@@ -72,7 +79,14 @@ def observe(
         return observation
 
     listings = [LISTING_THREADS.submit(one, cluster) for cluster in clusters]
-    wait(listings)  # every listing ends (and is written, by `then`) before any error is raised
+    try:
+        wait(listings)
+    except BaseException:  # Ctrl-C: listings not begun never begin; those running end first
+        for listing in listings:
+            listing.cancel()
+        wait(listings)
+        raise
+    # Every listing has ended (and been written, by `then`) before any error is raised.
     return [listing.result() for listing in listings]
 
 

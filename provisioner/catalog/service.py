@@ -302,7 +302,7 @@ class EncodedPools:
         self.pools = pools
         self._bodies: OrderedDict[overview.PoolFilter, tuple[bytes, str]] = OrderedDict()
         self._bytes = 0
-        self._lock = threading.Lock()  # one thread encodes an answer; the others asking for it wait
+        self._lock = threading.Lock()  # one thread encodes at a time; the others wait, then reuse it
 
     @property
     def kept_bytes(self) -> int:

@@ -1,5 +1,6 @@
-"""Reads and writes the catalog. Each cluster is written in one transaction; concurrent writers
-never corrupt it: SQLite serialises them (BEGIN IMMEDIATE), PostgreSQL locks the cluster's row
+"""Reads and writes the catalog. Each cluster's listing is written whole or not at all (listings
+that queue meanwhile share a transaction, each in its own savepoint when one fails); concurrent
+writers never corrupt it: SQLite serialises them (BEGIN IMMEDIATE), PostgreSQL locks the cluster's row
 (the upsert), and a listing older than the one already stored is not written over it. A catalog
 that cannot be opened is a CatalogError naming the URL (redacted) and what failed."""
 
@@ -253,13 +254,16 @@ class Store:
         try:
             with self.engine.begin() as conn:
                 try:
+                    if len({w.identity.name for w in batch}) < len(batch):
+                        # One upsert may not touch a row twice; a later listing must see the earlier's.
+                        raise _OneByOne
                     with conn.begin_nested():
                         self._write_together(conn, batch)
-                except exc.SQLAlchemyError:
+                except (exc.SQLAlchemyError, _OneByOne):
                     for write in batch:
                         try:
                             with conn.begin_nested():
-                                write.stored = self._write_cluster(conn, write)
+                                self._write_together(conn, [write])
                         except exc.SQLAlchemyError as error:
                             write.error = error
                 conn.execute(self._sql.changed)  # last: its row lock is held only until the commit
@@ -273,10 +277,8 @@ class Store:
                 write.done.set()
 
     def _write_together(self, conn: Connection, batch: Sequence[_PendingWrite]) -> None:
-        """The rows `_write_cluster` writes, for every cluster of the batch at once."""
-        if len({w.identity.name for w in batch}) < len(batch):
-            # One upsert may not touch a row twice; the second listing must see the first's rows.
-            raise _Unbatchable("a cluster listed twice in one batch")
+        """The batch's listings, each statement once over all its clusters; `stored` says, per
+        listing, whether it was written (not when a newer listing of its cluster is stored)."""
         upserted = conn.execute(self._sql.cluster_upsert, [_cluster_values(w.identity) for w in batch])
         stored = {row.name: (row.id, utc(row.observed_at)) for row in upserted}
         fresh = []
@@ -287,51 +289,23 @@ class Store:
                 fresh.append((cluster_id, write))
         if not fresh:
             return
-        stamp = now()
+        ids, stamp = [c for c, _ in fresh], now()
         conn.execute(
             self._sql.cluster_ok, [{"cid": c, "observed_at": w.observed_at, "now": stamp} for c, w in fresh]
         )
-        for statement, rows in (
-            (
-                self._sql.pool_upsert,
-                [
-                    _pool_values(c, p, w.observed_at, p.state.name in w.adopted)
-                    for c, w in fresh
-                    for p in w.pools
-                ],
-            ),
-            (self._sql.allocation_stale, {"cids": [c for c, w in fresh if w.allocation is None]}),
-            (self._sql.allocation, [row for c, w in fresh for row in _allocation_rows(c, w)]),
-            (self._sql.pools_gone, {"cids": [c for c, _ in fresh]}),
-            (self._sql.drift_clear, {"cids": [c for c, _ in fresh]}),
-            (self._sql.drift_insert, [row for c, w in fresh for row in _drift_rows(c, w)]),
-        ):
-            if rows:
-                conn.execute(statement, rows)
-
-    def _write_cluster(self, conn: Connection, write: _PendingWrite) -> bool:
-        cluster_id, stored_at = self._upsert_cluster(conn, write.identity)
-        if stored_at is not None and stored_at > write.observed_at:
-            return False
-        observed_at = write.observed_at
-        conn.execute(self._sql.cluster_ok, {"cid": cluster_id, "observed_at": observed_at, "now": now()})
-        if write.pools:
-            conn.execute(
-                self._sql.pool_upsert,
-                [
-                    _pool_values(cluster_id, p, observed_at, p.state.name in write.adopted)
-                    for p in write.pools
-                ],
-            )
-        if write.allocation is None:
-            conn.execute(self._sql.allocation_stale, {"cids": [cluster_id]})
-        elif rows := _allocation_rows(cluster_id, write):
-            conn.execute(self._sql.allocation, rows)
-        conn.execute(self._sql.pools_gone, {"cids": [cluster_id]})
-        conn.execute(self._sql.drift_clear, {"cids": [cluster_id]})
-        if write.drift:
-            conn.execute(self._sql.drift_insert, _drift_rows(cluster_id, write))
-        return True
+        pools = [
+            _pool_values(c, p, w.observed_at, p.state.name in w.adopted) for c, w in fresh for p in w.pools
+        ]
+        if pools:
+            conn.execute(self._sql.pool_upsert, pools)
+        if unasked := [c for c, w in fresh if w.allocation is None]:
+            conn.execute(self._sql.allocation_stale, {"cids": unasked})
+        if allocation := [row for c, w in fresh for row in _allocation_rows(c, w)]:
+            conn.execute(self._sql.allocation, allocation)
+        conn.execute(self._sql.pools_gone, {"cids": ids})
+        conn.execute(self._sql.drift_clear, {"cids": ids})
+        if drift := [row for c, w in fresh for row in _drift_rows(c, w)]:
+            conn.execute(self._sql.drift_insert, drift)
 
     def record_failure(self, identity: ClusterIdentity, error: str) -> None:
         """The cluster could not be listed: keep every pool row, record the error."""
@@ -366,7 +340,8 @@ class Store:
         the last read: one query of the change counter decides. Shared: never modify them."""
         serial = self.changes()
         with self._snapshot_lock:  # one thread reads the changed catalog; the others wait for it
-            if self._snapshot is None or self._snapshot.serial != serial:
+            # Only forward: a thread that read the counter before another write keeps the newer one.
+            if self._snapshot is None or self._snapshot.serial < serial:
                 # Read after the counter: the pools are at least as new as it, so no write goes unseen.
                 self._snapshot = Snapshot(serial, self.live_pools())
             return self._snapshot
@@ -425,7 +400,7 @@ class Store:
         return row.id, utc(row.observed_at)
 
 
-class _Unbatchable(exc.SQLAlchemyError):
+class _OneByOne(Exception):
     """A batch that cannot be written in shared statements: its clusters are written one by one."""
 
 

@@ -107,10 +107,10 @@ def sync(
     kube: KubeAccess | None = None,
     adopted: Mapping[str, Collection[str]] | None = None,
 ) -> SyncReport:
-    """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each in its
-    own transaction as soon as it is listed. With `kube`, each fleet cluster's Kubernetes API is
-    asked too, for what its pools' nodes advertise and what pods hold (allocation). `adopted`:
-    per cluster, the pools an apply adopted."""
+    """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each as soon as
+    it is listed, whole or not at all (Store.record_cluster). With `kube`, each fleet cluster's
+    Kubernetes API is asked too, for what its pools' nodes advertise and what pods hold
+    (allocation). `adopted`: per cluster, the pools an apply adopted."""
     mine = [c for c in compiled if in_shard(c.name, shard)]
     extra = [c for c in discovered if in_shard(c.name, shard)]
     report = SyncReport(store.start_run(f"{shard[0]}/{shard[1]}" if shard else None))

@@ -167,7 +167,7 @@ def inspect_command(
     """
     from provisioner.errors import CloudError, KubeUnreachable
     from provisioner.kube.contexts import KubeAccess, at_once
-    from provisioner.kube.inspect import inspect_cluster, node_uses, read_cluster, totals
+    from provisioner.kube.inspect import inspect_cluster, node_uses, read_nodes_and_pods, totals
 
     access = KubeAccess(kubeconfig, sandbox)
     targets = _inspect_targets(access, fleet, cluster_name, sandbox)
@@ -177,7 +177,7 @@ def inspect_command(
             with target.connect() as kube:
                 if target.pool_names is None:
                     return inspect_cluster(kube, target.label_keys), None
-                names, (nodes, pods) = at_once(target.pool_names, lambda: read_cluster(kube))
+                names, (nodes, pods) = at_once(target.pool_names, lambda: read_nodes_and_pods(kube))
                 return node_uses(kube.name, nodes, pods, target.label_keys, names), None
         except KubeUnreachable as error:
             return [], (target.name, str(error))

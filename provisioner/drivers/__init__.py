@@ -8,6 +8,7 @@ their own small type, never by the fleet file's models.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import threading
 import time
@@ -78,20 +79,34 @@ OPERATION_TIMEOUT = 1800.0
 # Waits that are no one cloud's operation (a cluster's running operations, seen by listing it).
 DEFAULT_SCHEDULE = PollSchedule()
 
-# Requests one run sends to a cloud API at once, and the connections each driver keeps open to it:
-# Azure Resource Manager's read bucket per subscription and region is 250 (learn.microsoft.com,
-# azure-resource-manager/management/request-limits-and-throttling), the tightest burst published.
+# Requests one run sends to the clouds at once, and the connections each driver keeps open: one
+# cap for every cloud, the tightest burst one publishes (Azure Resource Manager's read bucket per
+# subscription and region, 250: learn.microsoft.com, azure-resource-manager/management/
+# request-limits-and-throttling). A cloud that throttles sooner answers 429, which observe retries.
 MAX_CONCURRENT_REQUESTS = 250
 
 
 def size_connection_pool(session: Any) -> None:
     """Keep as many connections open as requests go out at once on a `requests` session: it keeps
-    10 by default, so every wide listing would open and drop the rest again."""
-    from requests.adapters import HTTPAdapter
+    10 by default, so every wide listing would open and drop the rest again. Each adapter the SDK
+    mounted is resized in place, so its own kind (google-auth's mutual-TLS adapter, azure-core's
+    larger read blocks) and settings stay."""
+    size = MAX_CONCURRENT_REQUESTS
+    for adapter in session.adapters.values():
+        adapter._pool_maxsize = size  # requests keeps it for pickling
+        adapter.init_poolmanager(adapter._pool_connections, size, block=adapter._pool_block)
 
-    for prefix, adapter in list(session.adapters.items()):
-        retries = getattr(adapter, "max_retries", 0)  # as the SDK set them: none, callers retry
-        session.mount(prefix, HTTPAdapter(pool_maxsize=MAX_CONCURRENT_REQUESTS, max_retries=retries))
+
+def raise_open_file_limit(wanted: int = 4 * MAX_CONCURRENT_REQUESTS) -> None:
+    """Let this process hold a connection per request in flight to every cloud at once: the soft
+    limit on open files is 1024 on Linux and 256 on macOS by default, below the hard limit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):  # a limit we may not raise: keep the soft one
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 class Driver(Protocol):
@@ -162,11 +177,14 @@ class OperationTimes:
 
     def first_poll(self, kind: str, schedule: PollSchedule, retry_after: float | None = None) -> float:
         """Seconds before the first poll of an operation of `kind` that has just started: when earlier
-        ones of its kind ended, else the schedule's first interval; never sooner than the API's
-        Retry-After (itself heeded up to the schedule's ceiling)."""
+        ones of its kind ended (up to the schedule's ceiling), else the schedule's first interval;
+        never sooner than the API's Retry-After (itself heeded up to the ceiling)."""
         expected = self.expected(kind)
         hint = min(retry_after or 0.0, schedule.ceiling)
-        return max(hint, schedule.first if expected is None else expected)
+        # Never later than the cloud's own tool would first look: an operation that fails early
+        # (a quota, a bad request) is reported within that, not after the usual duration.
+        learned = schedule.first if expected is None else min(expected, schedule.ceiling)
+        return max(hint, learned)
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:

@@ -140,7 +140,7 @@ class AckDriver:
             cluster, "modify_cluster_node_pool_with_options", cluster.name, nodepool_id, _adopt_request(raw)
         )
         what = f"adopting node pool {name}"
-        self._wait_task(cluster, body.get("task_id"), "nodepool_update", what)
+        self._wait_task(cluster, body.get("task_id"), "nodepool_adopt", what)
         return _observed(self._wait_settled(cluster, nodepool_id, what))
 
     def delete_pool(self, cluster: ClusterRef, name: str) -> None:
@@ -255,9 +255,7 @@ class AckDriver:
         first = self._times.first_poll(kind, self._polling)
         task = wait_until(finished, self._operation_timeout, what, schedule=self._polling, first_poll=first)
         if task["state"] not in _TASK_FAILED:
-            self._times.record(
-                task.get("task_type") or kind, seconds_between(task.get("created"), task.get("updated"))
-            )
+            self._times.record(kind, seconds_between(task.get("created"), task.get("updated")))
         if task["state"] in _TASK_FAILED:
             error = task.get("error") or {}
             raise OperationFailed(

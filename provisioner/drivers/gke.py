@@ -206,7 +206,8 @@ class GkeDriver:
         from google.cloud import container_v1 as gke
 
         name = f"projects/{cluster.account}/locations/{cluster.location}/operations/{operation.name}"
-        kind = gke.Operation.Type(operation.operation_type).name
+        # proto-plus hands back a bare int for a type newer than the SDK: still a kind of its own.
+        kind = getattr(operation.operation_type, "name", str(operation.operation_type))
 
         def finished() -> Any:
             current = self._call(self._client.get_operation, name=name)

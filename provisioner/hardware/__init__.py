@@ -127,8 +127,10 @@ class PollSchedule:
     ceiling: float = 5.0
 
     def interval(self, waited: float) -> float:
-        """The next interval after `waited` seconds: first * factor**n, the geometric backoff, put
-        by the time waited (so a wait that starts late, at an expected end, goes on from there)."""
+        """The next interval after `waited` seconds: `first` plus `factor - 1` of the time waited
+        (30% for 1.3), so an end is noticed within about that share of the wait. Polled from the
+        start, it is first * factor**n, the geometric backoff; a wait that starts late, at an
+        expected end, goes on from there."""
         return min(self.ceiling, self.first + (self.factor - 1) * waited)
 
 
@@ -281,7 +283,7 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         kube_context=row.get("kubeContext", {}),
         pool_label=PoolLabel(**row["poolLabel"]) if "poolLabel" in row else None,
         placement=_placement(row["placement"]) if "placement" in row else None,
-        polling=_polling(row["polling"]),
+        polling=_polling(row["polling"]) if "polling" in row else PollSchedule(),
     )
 
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0  # seconds per request
 FIELD_MANAGER = "provisioner"  # server-side apply's field manager: how the tool knows what it wrote
 # Clusters read at once, all of a 100-cluster fleet: each holds a thread and two sockets while it
-# waits, and 100 keeps those under the 256 open files macOS allows a process by default.
+# waits; more at once would gain little past the round trip each cluster's reads take.
 MAX_PARALLEL_CLUSTERS = 100
 
 

@@ -105,11 +105,11 @@ def inspect_cluster(
     kube: Kube, label_keys: Sequence[str], pool_names: Mapping[str, str] | None = None
 ) -> list[NodeUse]:
     """Per node and GPU resource, allocated / total; KubeUnreachable where the API cannot be used."""
-    nodes, pods = read_cluster(kube)
+    nodes, pods = read_nodes_and_pods(kube)
     return node_uses(kube.name, nodes, pods, label_keys, pool_names)
 
 
-def read_cluster(kube: Kube) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def read_nodes_and_pods(kube: Kube) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The cluster's nodes and its pods not finished, read at once."""
     # The field selector spares the transfer; node_uses keeps the rule whatever the server.
     nodes, pods = at_once(kube.nodes, lambda: kube.pods(UNFINISHED))

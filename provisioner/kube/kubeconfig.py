@@ -90,9 +90,10 @@ class Kubeconfig:
         merger = self._merged()
         if merger.config is None:  # as kubernetes.config does when no file exists
             raise ConfigException("Invalid kube-config file. No configuration found.")
-        # Credentials a loader refreshes (gcp, oidc) are written back, as new_client_from_config does.
+        # Credentials a loader refreshes (gcp, oidc) are written back, as new_client_from_config does;
+        # each loader gets its own copy, as each client had its own parse, so threads never share one.
         return KubeConfigLoader(
-            config_dict=merger.config,
+            config_dict=copy.deepcopy(merger.config),
             active_context=context,
             config_base_path=None,
             config_persister=lambda: self._save(merger),

@@ -76,7 +76,7 @@ def verify_fleet(
     def one(compiled: CompiledCluster) -> list[PoolVerdict]:
         def in_cluster() -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
             with access.for_cluster(compiled.cluster) as kube:
-                return read_cluster(kube, compiled)
+                return read_nodes_and_config_map(kube, compiled)
 
         try:
             if labels_pool_ids(compiled.cluster):  # the cloud's listing beside the cluster's reads
@@ -108,25 +108,15 @@ def pool_ids(cluster: Any, drivers: Drivers) -> dict[str, str] | None:
     return {p.name: p.cloud_id for p in pools if p.cloud_id}
 
 
-def read_cluster(kube: Kube, compiled: CompiledCluster) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def read_nodes_and_config_map(
+    kube: Kube, compiled: CompiledCluster
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The cluster's nodes and, where the GPU Operator runs, its device-plugin ConfigMap (None:
     absent), read at once; KubeUnreachable where the API cannot be used."""
     if not compiled.uses_gpu_operator:
         return kube.nodes(), None
     nodes, config_map = at_once(kube.nodes, lambda: kube.config_map(NAMESPACE, CONFIG_MAP))
     return nodes, config_map
-
-
-def verify_cluster(
-    kube: Kube, compiled: CompiledCluster, pool_ids: Mapping[str, str] | None = None
-) -> list[PoolVerdict]:
-    """Each pool of `compiled` as its nodes show it. `pool_ids`: pool name -> the cloud's ID of the
-    pool, where the cloud's pool label holds that (ACK)."""
-    try:
-        nodes, config_map = read_cluster(kube, compiled)
-    except KubeUnreachable as error:
-        return unreachable(compiled, error)
-    return judge_cluster(compiled, nodes, config_map, pool_ids)
 
 
 def judge_cluster(

@@ -150,6 +150,7 @@ class _KeepAliveHandler(WSGIRequestHandler):
     # Headers and body go out in two writes: Nagle's algorithm would hold the body back until the
     # client's delayed ACK, 40 ms later, on every kept-alive request.
     disable_nagle_algorithm = True
+    timeout = 60  # seconds an idle kept-alive connection holds its thread
 
     def log_request(self, *args: Any, **kwargs: Any) -> None:  # one line per request drowns the output
         pass
@@ -163,6 +164,8 @@ class _KeepAliveHandler(WSGIRequestHandler):
         super().finish()
 
     def run_wsgi(self) -> None:
+        if self.headers.get("Expect", "").lower().strip() == "100-continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         environ = self.make_environ()
         stream = environ["wsgi.input"]
         # The whole body is read before answering, so the next request line starts the stream.
@@ -194,10 +197,13 @@ class _KeepAliveHandler(WSGIRequestHandler):
         for key, value in headers:
             self.send_header(key, value)
         self.send_header("Content-Length", str(len(content)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(content)
-        self.wfile.flush()
+        try:
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(content)
+            self.wfile.flush()
+        except (ConnectionError, TimeoutError):  # the client left: nothing to answer, no traceback
+            self.close_connection = True
 
 
 def serve_in_thread(app: Callable[..., Any], port: int = 0) -> RunningServer:

@@ -104,7 +104,7 @@ def test_throttling_while_polling_waits_at_least_its_retry_after():
 
 def test_the_first_poll_of_an_operation_comes_when_the_fastest_recent_one_of_its_kind_ended():
     times = OperationTimes()
-    schedule = PollSchedule(first=0.1, factor=1.3, ceiling=5)
+    schedule = PollSchedule(first=0.1, factor=1.3, ceiling=300)
     assert times.first_poll("CREATE_NODE_POOL", schedule) == 0.1  # nothing known yet
     for seconds in (190.0, 170.0, 185.0):
         times.record("CREATE_NODE_POOL", seconds)
@@ -113,10 +113,19 @@ def test_the_first_poll_of_an_operation_comes_when_the_fastest_recent_one_of_its
     assert times.first_poll("DELETE_NODE_POOL", schedule) == 0.1  # each kind on its own
     assert times.first_poll("CREATE_NODE_POOL", schedule, retry_after=4) == 170.0  # known to end later
     assert times.first_poll("DELETE_NODE_POOL", schedule, retry_after=4) == 4  # the API's word first
-    assert times.first_poll("DELETE_NODE_POOL", schedule, retry_after=3600) == 5  # up to the ceiling
+    assert times.first_poll("DELETE_NODE_POOL", schedule, retry_after=3600) == 300  # up to the ceiling
     for _ in range(OperationTimes.KEEP):  # the cloud got slower: old, faster runs are forgotten
         times.record("CREATE_NODE_POOL", 240.0)
     assert times.first_poll("CREATE_NODE_POOL", schedule) == 240.0
+
+
+def test_a_learned_first_poll_comes_no_later_than_the_clouds_own_tool_would_look():
+    """An operation that fails early (a quota, a bad request) is reported within the ceiling,
+    not after the usual duration of its kind."""
+    times = OperationTimes()
+    times.record("CREATE_NODE_POOL", 170.0)
+    assert times.first_poll("CREATE_NODE_POOL", PollSchedule(first=0.1, factor=1.3, ceiling=5)) == 5
+    assert times.first_poll("CREATE_NODE_POOL", PollSchedule(first=0.1, factor=1.3, ceiling=30)) == 30
 
 
 def test_rfc3339_times_read_with_nanoseconds_offsets_or_whole_seconds():
