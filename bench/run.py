@@ -185,6 +185,8 @@ def main() -> None:
     kept = []  # a partial run keeps the other benchmarks' figures
     if args.names and results.exists():
         kept = json.loads(results.read_text(encoding="utf-8"))["figures"]
+        if any("bench" not in figure for figure in kept):  # written before figures named their bench
+            parser.error("bench/results.json does not say which benchmark made each figure: run make bench")
     by_bench: dict[str, list[dict[str, object]]] = {}
     for figure in kept:
         by_bench.setdefault(str(figure.get("bench", "")), []).append(figure)
