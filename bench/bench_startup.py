@@ -8,19 +8,10 @@ import sys
 from pathlib import Path
 
 from bench.figures import Figure, median_seconds
+from provisioner.drivers.registry import SDK_MODULE_PREFIXES
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fleet.yaml"
-SDKS = (
-    "boto3",
-    "botocore",
-    "azure",
-    "google.cloud",
-    "google.auth",
-    "google.api_core",
-    "alibabacloud",
-    "Tea",
-    "kubernetes",
-)
+SDKS = SDK_MODULE_PREFIXES
 _COUNT_SDK_MODULES = f"""
 import runpy, sys
 sys.argv = ["provisioner", *sys.argv[1:]]

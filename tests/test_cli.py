@@ -11,18 +11,7 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from ruamel.yaml import YAML
 
-CLOUD_SDKS = (
-    "boto3",
-    "botocore",
-    "azure",
-    "google.cloud",
-    "google.auth",
-    "google.api_core",
-    "alibabacloud_",
-    "darabonba",
-    "Tea",
-    "kubernetes",
-)
+from provisioner.drivers.registry import SDK_MODULE_PREFIXES
 
 
 def run(*args: str, cwd=ROOT) -> subprocess.CompletedProcess[str]:
@@ -146,7 +135,7 @@ def test_no_cloud_sdk_is_imported(args):
     probe = (
         "import atexit, sys\n"
         "def report():\n"
-        f"    loaded = sorted(m for m in sys.modules if m.startswith({CLOUD_SDKS!r}))\n"
+        f"    loaded = sorted(m for m in sys.modules if m.startswith({SDK_MODULE_PREFIXES!r}))\n"
         "    sys.stderr.write('SDKS=' + ','.join(loaded) + '\\n')\n"
         "atexit.register(report)\n"
         f"sys.argv = ['provisioner', *{list(args)!r}]\n"

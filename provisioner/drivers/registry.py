@@ -18,6 +18,20 @@ DRIVERS = {
     "eks": "provisioner.drivers.eks:EksDriver",
     "ack": "provisioner.drivers.ack:AckDriver",
 }
+# The modules the drivers' SDKs and the kubernetes client import, by name prefix: commands that
+# talk to no cloud (validate, --help) must import none of them.
+SDK_MODULE_PREFIXES = (
+    "boto3",
+    "botocore",
+    "azure",
+    "google.cloud",
+    "google.auth",
+    "google.api_core",
+    "alibabacloud_",
+    "darabonba",
+    "Tea",
+    "kubernetes",
+)
 # cloud -> "module:Class" of its sandbox emulator (provisioner.sandbox.Emulator)
 EMULATORS = {
     "aks": "provisioner.sandbox.aks:AksEmulator",
