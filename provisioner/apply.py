@@ -33,7 +33,7 @@ from provisioner.plan import Change, ClusterPlan, Plan, fingerprint
 from provisioner.pools import PoolState
 from provisioner.retry import OUTAGE_WINDOW, Patience, RetryPolicy, patient
 
-MAX_PARALLEL_CLUSTERS = 32
+MAX_PARALLEL_CLUSTERS = 32  # clusters applied at once, each running its operations one at a time
 
 
 @dataclass(frozen=True)

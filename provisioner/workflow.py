@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,6 @@ if TYPE_CHECKING:  # the catalog (SQLAlchemy) is imported only where a catalog i
     from provisioner.apply import ApplyResult, Reporter
     from provisioner.catalog.store import Store
     from provisioner.catalog.sync import SyncReport
-
-MAX_PARALLEL_CLUSTERS = 32  # ConfigMaps read at once: each waits on the network
 
 
 def read_fleet(path: str) -> tuple[CompiledFleet, str]:
@@ -61,19 +58,12 @@ def make_plan(
 def with_config_maps(plan: Plan, compiled: CompiledFleet, kube: KubeAccess) -> Plan:
     """`plan` with each observed cluster's device-plugin ConfigMap compared, all clusters at once."""
     from provisioner.kube.configmap import observe_config_map
+    from provisioner.kube.contexts import each_cluster
 
     unobserved = {c.target.name for c in plan.clusters if c.error is not None}  # nothing planned there
     clusters = [c for c in compiled.clusters if c.name not in unobserved]
-    if not clusters:
-        return plan
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(clusters))) as pool:
-        found = dict(
-            zip(
-                [c.name for c in clusters],
-                pool.map(lambda c: observe_config_map(kube, c), clusters),
-                strict=True,
-            )
-        )
+    configs = each_cluster(lambda c: observe_config_map(kube, c), clusters)
+    found = dict(zip([c.name for c in clusters], configs, strict=True))
     planned = tuple(dataclasses.replace(c, configmap=found.get(c.target.name)) for c in plan.clusters)
     return dataclasses.replace(plan, clusters=planned)
 

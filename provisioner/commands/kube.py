@@ -10,7 +10,6 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,15 +73,6 @@ def kube_access(sandbox: Path | None, kubeconfig: Path | None, no_kube: bool = F
     from provisioner.kube.contexts import KubeAccess
 
     return None if no_kube else KubeAccess(kubeconfig, sandbox)
-
-
-def _in_parallel(work: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-    from provisioner.kube.contexts import MAX_PARALLEL_CLUSTERS, heap_frozen
-
-    if not items:
-        return []
-    with heap_frozen(), ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(items))) as pool:
-        return list(pool.map(work, items))
 
 
 @click.command("verify")
@@ -166,7 +156,7 @@ def inspect_command(
     FLEET, every context of the kubeconfig is a cluster.
     """
     from provisioner.errors import CloudError, KubeUnreachable
-    from provisioner.kube.contexts import KubeAccess, at_once
+    from provisioner.kube.contexts import KubeAccess, at_once, each_cluster
     from provisioner.kube.inspect import inspect_cluster, node_uses, read_nodes_and_pods, totals
 
     access = KubeAccess(kubeconfig, sandbox)
@@ -184,7 +174,7 @@ def inspect_command(
         except CloudError as error:  # the cloud's listing of pool IDs (ACK): reported for that cluster
             return [], (target.name, f"{target.name}: {error}")
 
-    results = _in_parallel(one, targets)
+    results = each_cluster(one, targets)
     uses: list[NodeUse] = [u for found, _ in results for u in found]
     errors = [e for _, e in results if e is not None]
     if as_json:

@@ -18,7 +18,8 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,14 @@ def heap_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+def each_cluster(work: Callable[[Any], Any], clusters: Sequence[Any]) -> list[Any]:
+    """work(cluster) for every cluster, up to MAX_PARALLEL_CLUSTERS at once, results in order."""
+    if not clusters:
+        return []
+    with heap_frozen(), ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(clusters))) as pool:
+        return list(pool.map(work, clusters))
 
 
 def at_once(*calls: Callable[[], Any]) -> list[Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,7 +22,7 @@ from ruamel.yaml.error import YAMLError
 from provisioner import hardware
 from provisioner.compile import CompiledCluster, CompiledPool
 from provisioner.errors import CloudError, KubeUnreachable
-from provisioner.kube.contexts import MAX_PARALLEL_CLUSTERS, Kube, KubeAccess, at_once, heap_frozen
+from provisioner.kube.contexts import Kube, KubeAccess, at_once, each_cluster
 from provisioner.kube.inspect import gpu_resources, quantity
 from provisioner.nvidia import DEVICE_PLUGIN_LABEL, GPU_RESOURCE
 from provisioner.observe import Drivers
@@ -87,10 +86,7 @@ def verify_fleet(
             return unreachable(compiled, error)
         return judge_cluster(compiled, nodes, config_map, ids)
 
-    if not clusters:
-        return []
-    with heap_frozen(), ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(clusters))) as pool:
-        return [verdict for verdicts in pool.map(one, clusters) for verdict in verdicts]
+    return [verdict for verdicts in each_cluster(one, clusters) for verdict in verdicts]
 
 
 def labels_pool_ids(cluster: Any) -> bool:
