@@ -90,10 +90,11 @@ class Kubeconfig:
         merger = self._merged()
         if merger.config is None:  # as kubernetes.config does when no file exists
             raise ConfigException("Invalid kube-config file. No configuration found.")
-        # Credentials a loader refreshes (gcp, oidc) are written back, as new_client_from_config does;
-        # each loader gets its own copy, as each client had its own parse, so threads never share one.
+        # Credentials a loader refreshes (gcp, oidc) are written back, as new_client_from_config does.
+        # Loaders share the parsed file: a copy each costs what the one read saves. Only those two
+        # legacy auth providers write into it (the clouds' CLIs now write exec plugins, which do not).
         return KubeConfigLoader(
-            config_dict=copy.deepcopy(merger.config),
+            config_dict=merger.config,
             active_context=context,
             config_base_path=None,
             config_persister=lambda: self._save(merger),
