@@ -68,3 +68,19 @@ def test_stopping_closes_kept_alive_connections():
     running.stop()
     with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
         ask(connection, "/after")
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_timeout_without_a_word(caplog):
+
+    running = serve_in_thread(echo)
+    handler = running.server.RequestHandlerClass
+    usual, handler.timeout = handler.timeout, 0.2  # type: ignore[attr-defined]
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", running.server.server_port, timeout=5)
+        ask(connection, "/before")
+        connection.sock.settimeout(5)
+        assert connection.sock.recv(1) == b""  # the server closed the idle connection
+    finally:
+        handler.timeout = usual  # type: ignore[attr-defined]
+        running.stop()
+    assert "timed out" not in caplog.text

@@ -155,6 +155,11 @@ class _KeepAliveHandler(WSGIRequestHandler):
     def log_request(self, *args: Any, **kwargs: Any) -> None:  # one line per request drowns the output
         pass
 
+    def log_error(self, format: str, *args: Any) -> None:
+        if format.startswith("Request timed out"):  # an idle kept-alive connection closed: routine
+            return
+        super().log_error(format, *args)
+
     def setup(self) -> None:
         super().setup()
         self.server.open_connections.add(self.connection)  # type: ignore[attr-defined]
