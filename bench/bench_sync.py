@@ -46,7 +46,7 @@ def run() -> list[Figure]:
     try:
         drivers = Drivers(bench.sandbox_dir)
         observe(bench.clusters, drivers)  # connections and imports warm, as in a nightly run
-        floor = median_seconds(lambda: observe(bench.clusters, drivers))
+        floor = median_seconds(lambda: observe(bench.clusters, drivers), runs=5)
         targets = {
             "SQLite": f"sqlite:///{Path(tempfile.mkdtemp()) / 'catalog.db'}",
             "PostgreSQL": postgres_url,
