@@ -193,7 +193,9 @@ def _migrate_five_at_once(catalog_url: str) -> list[str]:
         for _ in range(5)
     ]
     for worker in workers:
-        assert worker.stdout.readline() == "ready\n"
+        if worker.stdout.readline() != "ready\n":  # it ended before: say why
+            _, stderr = worker.communicate(timeout=120)
+            pytest.fail(f"a worker ended before it was ready: {stderr.strip()[-2000:]}")
     for worker in workers:
         worker.stdin.write("go\n")
         worker.stdin.flush()
