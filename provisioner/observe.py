@@ -17,6 +17,7 @@ from provisioner.drivers import (
 )
 from provisioner.drivers.registry import connect
 from provisioner.errors import CloudError, OperationTimeout
+from provisioner.heap import heap_frozen
 from provisioner.pools import PoolState
 from provisioner.retry import RetryPolicy
 
@@ -78,14 +79,15 @@ def observe(
             then(observation)
         return observation
 
-    listings = [LISTING_THREADS.submit(one, cluster) for cluster in clusters]
-    try:
-        wait(listings)
-    except BaseException:  # Ctrl-C: listings not begun never begin; those running end first
-        for listing in listings:
-            listing.cancel()
-        wait(listings)
-        raise
+    with heap_frozen():
+        listings = [LISTING_THREADS.submit(one, cluster) for cluster in clusters]
+        try:
+            wait(listings)
+        except BaseException:  # Ctrl-C: listings not begun never begin; those running end first
+            for listing in listings:
+                listing.cancel()
+            wait(listings)
+            raise
     # Every listing has ended (and been written, by `then`) before any error is raised.
     return [listing.result() for listing in listings]
 

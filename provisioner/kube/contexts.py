@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import gc
 import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from provisioner import hardware
 from provisioner.drivers import import_sdk
 from provisioner.errors import KubeUnreachable
+from provisioner.heap import heap_frozen
 
 if TYPE_CHECKING:
     from provisioner.kube.kubeconfig import Kubeconfig
@@ -36,17 +36,6 @@ FIELD_MANAGER = "provisioner"  # server-side apply's field manager: how the tool
 # Clusters read at once, all of a 100-cluster fleet: each holds a thread and two sockets while it
 # waits; more at once would gain little past the round trip each cluster's reads take.
 MAX_PARALLEL_CLUSTERS = 100
-
-
-@contextlib.contextmanager
-def heap_frozen() -> Iterator[None]:
-    """Leave the objects alive now (the imported client, the fleet) out of garbage collection
-    while the clusters' answers come in: a full collection would walk them all, 50-100 ms."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def each_cluster(work: Callable[[Any], Any], clusters: Sequence[Any]) -> list[Any]:
