@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import math
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from provisioner.drivers import (
-    MAX_CONCURRENT_REQUESTS,
     OPERATION_TIMEOUT,
     Driver,
     Target,
     raise_open_file_limit,
+    requests_at_once,
     wait_until,
 )
 from provisioner.drivers.registry import connect
@@ -20,11 +24,7 @@ from provisioner.errors import CloudError, OperationTimeout
 from provisioner.heap import heap_frozen
 from provisioner.pools import PoolState
 from provisioner.retry import RetryPolicy
-
-# The process's listing threads, one per cluster listed at once, started as listings need them
-# and kept between observations (a wait for running operations observes again and again):
-# starting 250 threads costs about a quarter of a round trip of CPU each time.
-LISTING_THREADS = ThreadPoolExecutor(max_workers=MAX_CONCURRENT_REQUESTS, thread_name_prefix="observe")
+from provisioner.spread import spread
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,10 @@ class Observation:
 
 
 class Drivers:
-    """One driver per cloud, made on first use, shared by the threads that observe and apply."""
+    """One driver per cloud, made on first use, shared by the threads that observe and apply.
+
+    Sent to a helper process (provisioner.spread), Drivers arrive as that process's own for the
+    same sandbox: SDK clients, credentials and connections never cross processes."""
 
     def __init__(self, sandbox: str | Path | None = None):
         self.sandbox = sandbox
@@ -53,6 +56,15 @@ class Drivers:
         for cloud in dict.fromkeys(c.cloud for c in clusters):  # in order, so errors are repeatable
             self(cloud)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_drivers_here, (self.sandbox,))
+
+
+@functools.cache
+def _drivers_here(sandbox: str | Path | None) -> Drivers:
+    """A helper process's drivers for `sandbox`, made once and kept between batches."""
+    return Drivers(sandbox)
+
 
 def observe(
     clusters: Sequence[Target],
@@ -61,26 +73,49 @@ def observe(
     then: Callable[[Observation], None] | None = None,
 ) -> list[Observation]:
     """Each cluster's pools, in the order given; a cluster whose listing failed carries its error.
-    A failed listing is retried whole here, the one layer that retries it.
+    A failed listing is retried whole, where it runs: the one layer that retries it.
 
-    `then` runs on each observation in its worker as soon as it is made (sync writes it there),
-    so slow work on one cluster overlaps the listing of the others.
+    `then` runs on each observation in this process as soon as it is made (sync writes it there),
+    so slow work on one cluster overlaps the listing of the others. A fleet of many clusters is
+    listed from helper processes too (provisioner.spread): a listing's CPU, not the network, would
+    otherwise set the wall time.
     """
-    policy = policy or RetryPolicy()
+    observations: list[Observation | None] = [None] * len(clusters)
+
+    def made(index: int, observation: Observation) -> None:
+        observations[index] = observation
+        if then is not None:
+            then(observation)
+
+    spread(functools.partial(_list_each, drivers, policy or RetryPolicy()), clusters, made)
+    # Every listing has ended (and been written, by `then`) before any error is raised.
+    return observations  # type: ignore[return-value]  # every index was made
+
+
+def _list_each(
+    drivers: Drivers,
+    policy: RetryPolicy,
+    clusters: Sequence[Target],
+    emit: Callable[[int, Observation], None],
+    processes: int,
+) -> None:
+    """List `clusters` at once, up to this process's share of each cloud's requests at once,
+    emitting each observation as it is made."""
     drivers.prepare(clusters)
 
-    def one(cluster: Target) -> Observation:
+    def one(index: int, cluster: Target) -> None:
         try:
             pools = policy.call(lambda: drivers(cluster.cloud).list_pools(cluster.ref))
             observation = Observation(cluster, tuple(sorted(pools, key=lambda p: p.name)))
         except CloudError as error:
             observation = Observation(cluster, error=error)
-        if then is not None:
-            then(observation)
-        return observation
+        emit(index, observation)
 
     with heap_frozen():
-        listings = [LISTING_THREADS.submit(one, cluster) for cluster in clusters]
+        listings = [
+            _listing_threads(cluster.cloud, processes).submit(one, index, cluster)
+            for index, cluster in enumerate(clusters)
+        ]
         try:
             wait(listings)
         except BaseException:  # Ctrl-C: listings not begun never begin; those running end first
@@ -88,8 +123,25 @@ def observe(
                 listing.cancel()
             wait(listings)
             raise
-    # Every listing has ended (and been written, by `then`) before any error is raised.
-    return [listing.result() for listing in listings]
+    for listing in listings:
+        listing.result()  # an error no listing should raise (a bug) is raised here
+
+
+_executors: dict[tuple[str, int], ThreadPoolExecutor] = {}
+_executors_lock = threading.Lock()
+
+
+def _listing_threads(cloud: str, processes: int) -> ThreadPoolExecutor:
+    """Threads listing `cloud`'s clusters, one per request in flight: this process's share of
+    the cloud's requests at once. They are kept between observations (a wait for running
+    operations observes again and again): starting 250 threads costs about a quarter of a round
+    trip of CPU each time."""
+    with _executors_lock:
+        key = (cloud, processes)
+        if key not in _executors:
+            threads = math.ceil(requests_at_once(cloud) / processes)
+            _executors[key] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"observe-{cloud}")
+        return _executors[key]
 
 
 def observe_settled(

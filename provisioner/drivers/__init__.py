@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
+from provisioner import hardware
 from provisioner.errors import OperationTimeout, Throttled, Unavailable
 from provisioner.hardware import PollSchedule
 from provisioner.pools import PoolState
@@ -79,29 +80,31 @@ OPERATION_TIMEOUT = 1800.0
 # Waits that are no one cloud's operation (a cluster's running operations, seen by listing it).
 DEFAULT_SCHEDULE = PollSchedule()
 
-# Requests one run sends to the clouds at once, and the connections each driver keeps open: one
-# cap for every cloud, the tightest burst one publishes (Azure Resource Manager's read bucket per
-# subscription and region, 250: learn.microsoft.com, azure-resource-manager/management/
-# request-limits-and-throttling). A cloud that throttles sooner answers 429, which observe retries.
-MAX_CONCURRENT_REQUESTS = 250
+
+def requests_at_once(cloud: str) -> int:
+    """Requests one run sends to `cloud` at the same time, over all its processes (clouds.yaml
+    `requestsAtOnce`, sourced there): each driver keeps that many connections open."""
+    return hardware.load().clouds[cloud].requests_at_once
 
 
-def size_connection_pool(session: Any) -> None:
-    """Keep as many connections open as requests go out at once on a `requests` session: it keeps
+def size_connection_pool(session: Any, size: int) -> None:
+    """Keep `size` connections open on a `requests` session, one per request in flight: it keeps
     10 by default, so every wide listing would open and drop the rest again. Each adapter the SDK
     mounted is resized in place, so its own kind (google-auth's mutual-TLS adapter, azure-core's
     larger read blocks) and settings stay."""
-    size = MAX_CONCURRENT_REQUESTS
     for adapter in session.adapters.values():
         adapter._pool_maxsize = size  # requests keeps it for pickling
         adapter.init_poolmanager(adapter._pool_connections, size, block=adapter._pool_block)
 
 
-def raise_open_file_limit(wanted: int = 4 * MAX_CONCURRENT_REQUESTS) -> None:
-    """Let this process hold a connection per request in flight to every cloud at once: the soft
-    limit on open files is 1024 on Linux and 256 on macOS by default, below the hard limit."""
+def raise_open_file_limit(wanted: int | None = None) -> None:
+    """Let this process hold a connection per request in flight to every cloud at once (the sum
+    of their `requestsAtOnce` unless `wanted`): the soft limit on open files is 1024 on Linux and
+    256 on macOS by default, below the hard limit."""
     import resource
 
+    if wanted is None:
+        wanted = sum(cloud.requests_at_once for cloud in hardware.load().clouds.values())
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
     if soft != resource.RLIM_INFINITY and soft < target:

@@ -17,6 +17,7 @@ from provisioner.drivers import (
     OperationTimes,
     Pending,
     import_sdk,
+    requests_at_once,
     seconds_between,
     size_connection_pool,
     wait_until,
@@ -149,7 +150,7 @@ class AksDriver:
 
             transport = RequestsTransport()
             transport.open()  # its session, made as azure-core makes it, then sized for wide listings
-            size_connection_pool(transport.session)
+            size_connection_pool(transport.session, requests_at_once("aks"))
             # callers retry with backoff; never twice over
             options: dict[str, Any] = {"retry_total": 0, "transport": transport}
             if self._endpoint is None:

@@ -10,12 +10,12 @@ from typing import Any
 
 from provisioner import hardware
 from provisioner.drivers import (
-    MAX_CONCURRENT_REQUESTS,
     OPERATION_TIMEOUT,
     TAINT_EFFECT_CONSTANTS,
     TAINT_EFFECTS_BY_CONSTANT,
     ClusterRef,
     import_sdk,
+    requests_at_once,
     wait_until,
 )
 from provisioner.errors import (
@@ -209,7 +209,7 @@ class EksDriver:
             # Callers retry with backoff and Retry-After; the SDK's own retries would multiply them.
             config = Config(
                 retries={"mode": "standard", "total_max_attempts": 1},
-                max_pool_connections=MAX_CONCURRENT_REQUESTS,
+                max_pool_connections=requests_at_once("eks"),
             )
             if self._endpoint is None:
                 session = boto3.session.Session(region_name=cluster.location)

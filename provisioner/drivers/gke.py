@@ -15,6 +15,7 @@ from provisioner.drivers import (
     ClusterRef,
     OperationTimes,
     import_sdk,
+    requests_at_once,
     seconds_between,
     size_connection_pool,
     wait_until,
@@ -166,7 +167,7 @@ class GkeDriver:
                 )
             transport = self._client_instance._transport
             _read_environment_once(transport._session, transport._host)
-            size_connection_pool(transport._session)
+            size_connection_pool(transport._session, requests_at_once("gke"))
         return self._client_instance
 
     def _list_node_pools_json(self, parent: str) -> dict[str, Any]:

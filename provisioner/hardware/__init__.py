@@ -151,6 +151,7 @@ class CloudProfile:
     spot_taints: tuple[Taint, ...]  # ... and taints
     in_place: frozenset[str]  # PoolState fields the cloud changes on an existing pool
     limits: PoolLimits
+    requests_at_once: int  # requests one run sends it at the same time, over all its processes
     mig_refusal: str | None = None  # with mig_via none: why, and what to use instead
     scheduler: MemoryScheduler | None = None  # with sharing_via node-label
     edge_labels: Mapping[str, str] | None = None  # {model, count} label keys; None: no edge pools
@@ -284,6 +285,7 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         pool_label=PoolLabel(**row["poolLabel"]) if "poolLabel" in row else None,
         placement=_placement(row["placement"]) if "placement" in row else None,
         polling=_polling(row["polling"]) if "polling" in row else PollSchedule(),
+        requests_at_once=row["requestsAtOnce"],
     )
 
 

@@ -9,7 +9,8 @@ import sys
 import requests
 from requests.adapters import HTTPAdapter
 
-from provisioner.drivers import MAX_CONCURRENT_REQUESTS, size_connection_pool
+from provisioner import hardware
+from provisioner.drivers import size_connection_pool
 
 
 class CertificateAdapter(HTTPAdapter):
@@ -23,13 +24,13 @@ class CertificateAdapter(HTTPAdapter):
 def test_each_mounted_adapter_is_resized_in_place_keeping_its_kind_and_settings():
     session = requests.Session()
     session.mount("https://", CertificateAdapter(max_retries=0))
-    size_connection_pool(session)
+    size_connection_pool(session, 300)
     adapter = session.adapters["https://"]
     assert isinstance(adapter, CertificateAdapter)
-    assert adapter.poolmanager.connection_pool_kw["maxsize"] == MAX_CONCURRENT_REQUESTS
+    assert adapter.poolmanager.connection_pool_kw["maxsize"] == 300
     assert adapter.poolmanager.connection_pool_kw["cert_reqs"] == "CERT_REQUIRED"
     assert adapter.max_retries.total == 0
-    assert session.adapters["http://"].poolmanager.connection_pool_kw["maxsize"] == MAX_CONCURRENT_REQUESTS
+    assert session.adapters["http://"].poolmanager.connection_pool_kw["maxsize"] == 300
 
 
 def test_making_the_drivers_raises_a_low_open_file_limit_up_to_the_hard_one():
@@ -43,5 +44,5 @@ def test_making_the_drivers_raises_a_low_open_file_limit_up_to_the_hard_one():
     )
     printed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     soft, hard = map(int, printed.stdout.split())
-    wanted = 4 * MAX_CONCURRENT_REQUESTS
+    wanted = sum(cloud.requests_at_once for cloud in hardware.load().clouds.values())
     assert soft == (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard))

@@ -1,0 +1,204 @@
+"""Large batches of requests spread over this machine's cores, in helper processes.
+
+A cloud listing spends most of the client's time in its SDK's CPU (0.4-1.2 ms a request, bench
+`listing`), so past a hundred or so clusters one interpreter, not the network, sets a plan's wall
+time. `spread` hands a share of a large batch to helper processes, each with its own SDK clients,
+connections and threads, and hands each result back as soon as it is made.
+
+Helpers are forked once, while this process runs a single thread: fork copies only the calling
+thread, and a lock another thread held then would stay held in the child. A process that already
+runs threads when it first needs helpers (a test's in-process sandbox, a server) does its work
+alone. Helpers live as long as this process, keep their clients and connections warm between
+batches, leave Ctrl-C to it, and end with it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+# Below this many items, one process's CPU for them fits within about one round trip (a hundred
+# listings at 0.5-1 ms each against 100 ms), so helpers would gain nothing.
+SPREAD_FROM = 100
+MAX_HELPERS = 3
+
+# items, emit(index into items, result), processes sharing the whole batch (for their share of a
+# cloud's requests at once). It runs here or, pickled, in a helper: a module-level function or a
+# functools.partial of one.
+Batch = Callable[[Sequence[Any], Callable[[int, Any], None], int], None]
+
+
+def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None]) -> None:
+    """Run `batch` over `items`, shared between this process and its helpers when the items are
+    many; each(index, result) runs here for every item, as its result comes in (from a helper, on
+    a thread that reads that helper's results). An error a batch raised is raised here once every
+    share has ended. A helper that dies leaves its unfinished items to this process."""
+    helpers = _HELPERS.for_batch(len(items))
+    if helpers and not _sendable(batch):
+        helpers = []  # what it needs cannot cross to another process (a test's fake clock, say)
+    processes = len(helpers) + 1
+    shares = [list(range(start, len(items), processes)) for start in range(processes)]
+    runs = [_Run(helper, share, items, each) for helper, share in zip(helpers, shares[1:], strict=True)]
+    for run in runs:
+        run.start(batch, processes)
+    try:
+        mine = shares[0]
+        batch([items[i] for i in mine], lambda k, result: each(mine[k], result), processes)
+    except BaseException:  # Ctrl-C, or this share's error: helpers' listings are reads, stop them
+        for run in runs:
+            run.stop()
+        raise
+    finally:
+        for run in runs:
+            run.join()
+    errors = [run.error for run in runs if run.error is not None]
+    if errors:
+        raise errors[0]
+    left = [i for run in runs for i in run.unfinished()]
+    if left:  # a helper died: its unfinished items are listed here
+        batch([items[i] for i in left], lambda k, result: each(left[k], result), 1)
+
+
+def _sendable(batch: Batch) -> bool:
+    try:
+        pickle.dumps(batch)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
+@dataclass
+class _Helper:
+    connection: Connection
+    process: Any  # multiprocessing's Process
+    alive: bool = True
+
+
+@dataclass
+class _Run:
+    """One helper's share of one batch, its results read on a thread of this process."""
+
+    helper: _Helper
+    share: list[int]  # indices into items
+    items: Sequence[Any]
+    each: Callable[[int, Any], None]
+    done: set[int] = field(default_factory=set)
+    error: BaseException | None = None
+    reader: threading.Thread | None = None
+
+    def start(self, batch: Batch, processes: int) -> None:
+        try:
+            self.helper.connection.send((batch, [self.items[i] for i in self.share], processes))
+        except OSError:
+            self.helper.alive = False
+            return
+        self.reader = threading.Thread(target=self._read, name="spread-reader", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                kind, index, value = self.helper.connection.recv()
+            except (EOFError, OSError):
+                self.helper.alive = False
+                return
+            if kind == "result":
+                self.done.add(index)
+                try:
+                    self.each(self.share[index], value)
+                except Exception as exc:  # raised by `spread` once every share has ended
+                    self.error = self.error or exc
+            else:
+                self.error = self.error or (value if kind == "failed" else None)
+                return
+
+    def stop(self) -> None:
+        """End the helper: what it was reading is not needed any more."""
+        self.helper.alive = False
+        self.helper.process.terminate()
+
+    def join(self) -> None:
+        if self.reader is not None:
+            self.reader.join()
+
+    def unfinished(self) -> list[int]:
+        if self.helper.alive or self.error is not None:
+            return []
+        return [self.share[k] for k in range(len(self.share)) if k not in self.done]
+
+
+class _Helpers:
+    """This process's helpers, forked at the first batch that wants them."""
+
+    def __init__(self) -> None:
+        self._helpers: list[_Helper] | None = None
+        self._lock = threading.Lock()
+
+    def for_batch(self, items: int) -> list[_Helper]:
+        if items < SPREAD_FROM:
+            return []
+        with self._lock:
+            if self._helpers is None:
+                self._helpers = _fork(_helper_count()) if threading.active_count() == 1 else []
+            self._helpers = [h for h in self._helpers if h.alive]
+            return list(self._helpers)
+
+
+def _helper_count() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(0, min(MAX_HELPERS, cores - 1))
+
+
+def _fork(count: int) -> list[_Helper]:
+    import multiprocessing
+
+    if count == 0 or "fork" not in multiprocessing.get_all_start_methods():
+        return []  # Windows has no fork
+    context = multiprocessing.get_context("fork")
+    helpers = []
+    for _ in range(count):
+        mine, theirs = context.Pipe()
+        process = context.Process(target=_serve, args=(theirs,), name="provisioner-helper", daemon=True)
+        process.start()
+        theirs.close()
+        helpers.append(_Helper(mine, process))
+    return helpers
+
+
+def _serve(connection: Connection) -> None:
+    """A helper: run each batch sent, sending every result as it is made, then how it ended."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    sending = threading.Lock()
+
+    def send(message: tuple[str, int, Any]) -> None:
+        with sending:
+            connection.send(message)
+
+    while True:
+        try:
+            batch, items, processes = connection.recv()
+        except (EOFError, OSError):
+            return  # the parent has gone
+        try:
+            batch(items, lambda index, result: send(("result", index, result)), processes)
+        except Exception as exc:
+            send(("failed", -1, exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}")))
+        else:
+            send(("done", -1, None))
+
+
+def _picklable(value: object) -> bool:
+    try:
+        pickle.loads(pickle.dumps(value))
+    except Exception:
+        return False
+    return True
+
+
+_HELPERS = _Helpers()
