@@ -178,7 +178,7 @@ def _serve(connection: Connection) -> None:
 
     def send(message: tuple[str, int, Any]) -> None:
         with sending:
-            connection.send(message)
+            connection.send(message)  # OSError once the parent has gone: the batch then ends
 
     while True:
         try:
@@ -187,10 +187,13 @@ def _serve(connection: Connection) -> None:
             return  # the parent has gone
         try:
             batch(items, lambda index, result: send(("result", index, result)), processes)
+            ended: tuple[str, int, Any] = ("done", -1, None)
         except Exception as exc:
-            send(("failed", -1, exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}")))
-        else:
-            send(("done", -1, None))
+            ended = ("failed", -1, exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}"))
+        try:
+            send(ended)
+        except OSError:
+            return  # the parent has gone
 
 
 def _picklable(value: object) -> bool:

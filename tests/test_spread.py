@@ -1,0 +1,208 @@
+"""Large batches shared with helper processes (provisioner.spread), and observe through them.
+
+Helpers are forked only while a process runs one thread, and pytest's worker runs sandboxes on
+threads, so each case runs in a fresh interpreter: a script, its results printed as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from provisioner.compile import compile_file
+from provisioner.errors import CloudError
+from provisioner.observe import Drivers, Observation, observe
+from provisioner.sandbox.server import Sandbox, SandboxSettings
+from provisioner.spread import SPREAD_FROM, _helper_count
+
+PROLOGUE = """\
+import json, os, sys, threading
+from provisioner.spread import spread
+
+PARENT = os.getpid()
+results = {}
+
+def keep(index, result):
+    results[index] = result
+
+def square(items, emit, processes):
+    for index, item in enumerate(items):
+        emit(index, [item * item, os.getpid(), processes])
+
+def report(**more):
+    print(json.dumps({"results": results, "parent": PARENT, **more}))
+"""
+
+
+def run_script(body: str, tmp_path: Path) -> dict:
+    script = tmp_path / "script.py"
+    script.write_text(PROLOGUE + textwrap.dedent(body), encoding="utf-8")
+    command = [sys.executable, str(script)]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout.splitlines()[-1])
+    for key in ("results", "first"):
+        if key in printed:
+            printed[key] = {int(index): result for index, result in printed[key].items()}
+    return printed
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def test_a_large_batch_is_shared_with_helpers_each_result_coming_back_once(tmp_path):
+    out = run_script("spread(square, list(range(300)), keep)\nreport()\n", tmp_path)
+    assert sorted(out["results"]) == list(range(300))
+    assert all(square == i * i for i, (square, _, _) in out["results"].items())
+    processes = {pid for _, pid, _ in out["results"].values()}
+    assert len(processes) == 1 + _helper_count()
+    assert out["parent"] in processes
+    assert {shared for _, _, shared in out["results"].values()} == {len(processes)}
+    if cores() > 1:
+        assert len(processes) > 1
+
+
+def test_a_small_batch_stays_in_this_process(tmp_path):
+    out = run_script(f"spread(square, list(range({SPREAD_FROM - 1})), keep)\nreport()\n", tmp_path)
+    assert len(out["results"]) == SPREAD_FROM - 1
+    assert {pid for _, pid, _ in out["results"].values()} == {out["parent"]}
+
+
+def test_a_process_already_running_threads_does_its_work_alone(tmp_path):
+    out = run_script(
+        """
+        stop = threading.Event()
+        threading.Thread(target=stop.wait, daemon=True).start()
+        spread(square, list(range(300)), keep)
+        stop.set()
+        report()
+        """,
+        tmp_path,
+    )
+    assert len(out["results"]) == 300
+    assert {pid for _, pid, _ in out["results"].values()} == {out["parent"]}
+
+
+def test_a_helper_that_dies_leaves_its_unfinished_items_to_this_process(tmp_path):
+    out = run_script(
+        """
+        def dies_at_the_sixth(items, emit, processes):
+            for index, item in enumerate(items):
+                if os.getpid() != PARENT and index == 5:
+                    os._exit(1)
+                emit(index, [item * item, os.getpid(), processes])
+
+        spread(dies_at_the_sixth, list(range(300)), keep)
+        first = dict(results)
+        results.clear()
+        spread(square, list(range(300)), keep)  # the dead helper is not asked again
+        report(first=first)
+        """,
+        tmp_path,
+    )
+    for run in (out["first"], out["results"]):
+        assert sorted(run) == list(range(300))
+        assert all(square == i * i for i, (square, _, _) in run.items())
+    from_helpers = [i for i, (_, pid, _) in out["first"].items() if pid != out["parent"]]
+    assert len(from_helpers) == 5 * _helper_count()  # each helper's first five, before it died
+    assert {pid for _, pid, _ in out["results"].values()} == {out["parent"]}
+
+
+def test_an_error_in_a_helpers_share_is_raised_here_once_every_share_has_ended(tmp_path):
+    out = run_script(
+        """
+        def fails_in_a_helper(items, emit, processes):
+            for index, item in enumerate(items):
+                if os.getpid() != PARENT and index == 3:
+                    raise ValueError(f"item {item} is bad")
+                emit(index, [item, os.getpid(), processes])
+
+        try:
+            spread(fails_in_a_helper, list(range(300)), keep)
+            report(error=None)
+        except ValueError as exc:
+            report(error=str(exc))
+        """,
+        tmp_path,
+    )
+    processes = 1 + _helper_count()
+    if processes == 1:
+        assert out["error"] is None
+        return
+    assert out["error"] == f"item {3 * processes + 1} is bad"  # the first helper's fourth item
+    here = [i for i, (_, pid, _) in out["results"].items() if pid == out["parent"]]
+    assert here == list(range(0, 300, processes))  # this process's share, all of it
+
+
+def test_a_batch_that_cannot_be_pickled_runs_in_this_process(tmp_path):
+    out = run_script(
+        """
+        spread(lambda items, emit, processes: square(items, emit, processes), list(range(300)), keep)
+        report()
+        """,
+        tmp_path,
+    )
+    assert len(out["results"]) == 300
+    assert {pid for _, pid, _ in out["results"].values()} == {out["parent"]}
+
+
+def gke_fleet(clusters: int) -> str:
+    lines = ["clusters:\n"]
+    for c in range(clusters):
+        lines.append(
+            f"  - name: c{c:03d}\n    cloud: gke\n    project: spread-project\n    location: us-central1\n"
+            f"    cluster: gke-{c:03d}\n    pools:\n"
+            "      - {name: shared, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 4},"
+            " nodes: {min: 0, max: 2}}\n"
+        )
+    return "".join(lines)
+
+
+def comparable(observations: list[Observation]) -> list[tuple]:
+    """What an observation says; an error by its kind and message (errors compare by identity)."""
+    return [
+        (o.target, o.pools, None if o.error is None else (type(o.error), str(o.error))) for o in observations
+    ]
+
+
+def test_a_large_fleet_is_observed_from_helpers_as_from_one_process(tmp_path):
+    """Over the wire, through the GKE SDK: the listings a helper makes, errors included, arrive
+    as this process would have made them."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(gke_fleet(SPREAD_FROM + 20), encoding="utf-8")
+    targets = [c.target for c in compile_file(fleet).clusters]
+    sandbox = Sandbox(tmp_path / "sandbox", SandboxSettings()).start(targets[:-3])  # 3 not there
+    try:
+        here = observe(targets, Drivers(sandbox.directory))  # this process runs threads: no helpers
+        script = tmp_path / "observe.py"
+        script.write_text(
+            textwrap.dedent(
+                f"""
+                import multiprocessing, pickle, sys
+                from provisioner.compile import compile_file
+                from provisioner.observe import Drivers, observe
+
+                targets = [c.target for c in compile_file({str(fleet)!r}).clusters]
+                observations = observe(targets, Drivers({str(sandbox.directory)!r}))
+                helpers = len(multiprocessing.active_children())
+                sys.stdout.buffer.write(pickle.dumps((observations, helpers)))
+                """
+            ),
+            encoding="utf-8",
+        )
+        done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr.decode()
+        spread_out, helpers = pickle.loads(done.stdout)
+    finally:
+        sandbox.stop()
+    assert helpers == _helper_count()
+    assert comparable(spread_out) == comparable(here)
+    errors = [o.error for o in spread_out if o.error is not None]
+    assert len(errors) == 3 and all(isinstance(e, CloudError) for e in errors)
+    assert all(len(o.pools) == 1 for o in spread_out if o.error is None)  # the system pool
