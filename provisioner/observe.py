@@ -87,7 +87,8 @@ def observe(
         if then is not None:
             then(observation)
 
-    spread(functools.partial(_list_each, drivers, policy or RetryPolicy()), clusters, made)
+    batch = functools.partial(_list_each, drivers, policy or RetryPolicy())
+    spread(batch, clusters, made)
     # Every listing has ended (and been written, by `then`) before any error is raised.
     return observations  # type: ignore[return-value]  # every index was made
 
@@ -97,10 +98,10 @@ def _list_each(
     policy: RetryPolicy,
     clusters: Sequence[Target],
     emit: Callable[[int, Observation], None],
-    processes: int,
+    part: float,
 ) -> None:
-    """List `clusters` at once, up to this process's share of each cloud's requests at once,
-    emitting each observation as it is made."""
+    """List `clusters` at once, up to `part` of each cloud's requests at once (this process's
+    part of them), emitting each observation as it is made."""
     drivers.prepare(clusters)
 
     def one(index: int, cluster: Target) -> None:
@@ -113,7 +114,7 @@ def _list_each(
 
     with heap_frozen():
         listings = [
-            _listing_threads(cluster.cloud, processes).submit(one, index, cluster)
+            _listing_threads(cluster.cloud, part).submit(one, index, cluster)
             for index, cluster in enumerate(clusters)
         ]
         try:
@@ -131,15 +132,15 @@ _executors: dict[tuple[str, int], ThreadPoolExecutor] = {}
 _executors_lock = threading.Lock()
 
 
-def _listing_threads(cloud: str, processes: int) -> ThreadPoolExecutor:
+def _listing_threads(cloud: str, part: float) -> ThreadPoolExecutor:
     """Threads listing `cloud`'s clusters, one per request in flight: this process's share of
     the cloud's requests at once. They are kept between observations (a wait for running
     operations observes again and again): starting 250 threads costs about a quarter of a round
     trip of CPU each time."""
+    threads = max(1, math.floor(requests_at_once(cloud) * part))  # the parts add up to at most all
     with _executors_lock:
-        key = (cloud, processes)
+        key = (cloud, threads)
         if key not in _executors:
-            threads = math.ceil(requests_at_once(cloud) / processes)
             _executors[key] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"observe-{cloud}")
         return _executors[key]
 

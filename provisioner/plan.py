@@ -161,9 +161,24 @@ def fingerprint(pools: Sequence[PoolState]) -> str:
 
 def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: bool = False) -> ClusterPlan:
     """The changes that bring the observed cluster to the compiled one (to no owned pools, if destroy)."""
-    target = compiled.target
     if observation.error is not None:
-        return ClusterPlan(target, error=str(observation.error))
+        return ClusterPlan(compiled.target, error=str(observation.error))
+    changes, conflicts = cluster_changes(compiled, observation, destroy)
+    return ClusterPlan(
+        compiled.target,
+        changes,
+        fingerprint(observation.pools),
+        in_progress=tuple(p.name for p in observation.pools if p.status == "changing"),
+        conflicts=conflicts,
+    )
+
+
+def cluster_changes(
+    compiled: CompiledCluster, observation: Observation, destroy: bool = False
+) -> tuple[tuple[Change, ...], tuple[Conflict, ...]]:
+    """A listed cluster's changes, in the order apply runs them, and its fleet pools that are not
+    the tool's (what sync records as drift, without the plan's fingerprint)."""
+    target = compiled.target
     desired = {} if destroy else {p.pool.name: desired_state(p) for p in compiled.pools}
     compiled_pools = {p.pool.name: p for p in compiled.pools}
     observed = {p.name: p for p in observation.pools}
@@ -194,13 +209,7 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
         if have.owned and name not in desired:
             changes.append(Change(target.name, name, DELETE, _all_fields(have, removed=True)))
     changes.sort(key=lambda c: (c.run_order, c.pool))
-    return ClusterPlan(
-        target,
-        tuple(changes),
-        fingerprint(observation.pools),
-        in_progress=tuple(p.name for p in observation.pools if p.status == "changing"),
-        conflicts=tuple(conflicts),
-    )
+    return tuple(changes), tuple(conflicts)
 
 
 def diff(

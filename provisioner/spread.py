@@ -14,11 +14,13 @@ batches, leave Ctrl-C to it, and end with it.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import signal
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -27,29 +29,35 @@ from typing import Any
 # listings at 0.5-1 ms each against 100 ms), so helpers would gain nothing.
 SPREAD_FROM = 100
 MAX_HELPERS = 3
+# Threads that hand helpers' results to `each`: as a listing here runs `then` on its own thread, so
+# a slow one (a catalog write) lets the next results queue behind it (the catalog writes a queue
+# in one transaction) instead of waiting in the pipe, one write each.
+DELIVERY_THREADS = 32
 
-# items, emit(index into items, result), processes sharing the whole batch (for their share of a
-# cloud's requests at once). It runs here or, pickled, in a helper: a module-level function or a
+# items, emit(index into items, result), and the part of a cloud's requests at once these items
+# may take (one process's). It runs here or, pickled, in a helper: a module-level function or a
 # functools.partial of one.
-Batch = Callable[[Sequence[Any], Callable[[int, Any], None], int], None]
+Batch = Callable[[Sequence[Any], Callable[[int, Any], None], float], None]
 
 
 def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None]) -> None:
     """Run `batch` over `items`, shared between this process and its helpers when the items are
     many; each(index, result) runs here for every item, as its result comes in (from a helper, on
-    a thread that reads that helper's results). An error a batch raised is raised here once every
-    share has ended. A helper that dies leaves its unfinished items to this process."""
+    a thread of this process). An error a batch raised is raised here once every share has ended.
+    A helper that dies leaves its unfinished items to this process."""
     helpers = _HELPERS.for_batch(len(items))
     if helpers and not _sendable(batch):
         helpers = []  # what it needs cannot cross to another process (a test's fake clock, say)
     processes = len(helpers) + 1
     shares = [list(range(start, len(items), processes)) for start in range(processes)]
+    part = 1 / processes  # of a cloud's requests at once, for each process
     runs = [_Run(helper, share, items, each) for helper, share in zip(helpers, shares[1:], strict=True)]
     for run in runs:
-        run.start(batch, processes)
+        run.start(batch, part)
     try:
         mine = shares[0]
-        batch([items[i] for i in mine], lambda k, result: each(mine[k], result), processes)
+        if mine:
+            batch([items[i] for i in mine], lambda k, result: each(mine[k], result), part)
     except BaseException:  # Ctrl-C, or this share's error: helpers' listings are reads, stop them
         for run in runs:
             run.stop()
@@ -62,7 +70,7 @@ def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None])
         raise errors[0]
     left = [i for run in runs for i in run.unfinished()]
     if left:  # a helper died: its unfinished items are listed here
-        batch([items[i] for i in left], lambda k, result: each(left[k], result), 1)
+        batch([items[i] for i in left], lambda k, result: each(left[k], result), part)
 
 
 def _sendable(batch: Batch) -> bool:
@@ -91,10 +99,11 @@ class _Run:
     done: set[int] = field(default_factory=set)
     error: BaseException | None = None
     reader: threading.Thread | None = None
+    deliveries: list[Future[None]] = field(default_factory=list)
 
-    def start(self, batch: Batch, processes: int) -> None:
+    def start(self, batch: Batch, part: float) -> None:
         try:
-            self.helper.connection.send((batch, [self.items[i] for i in self.share], processes))
+            self.helper.connection.send((batch, [self.items[i] for i in self.share], part))
         except OSError:
             self.helper.alive = False
             return
@@ -110,13 +119,16 @@ class _Run:
                 return
             if kind == "result":
                 self.done.add(index)
-                try:
-                    self.each(self.share[index], value)
-                except Exception as exc:  # raised by `spread` once every share has ended
-                    self.error = self.error or exc
+                self.deliveries.append(_deliveries().submit(self._deliver, self.share[index], value))
             else:
                 self.error = self.error or (value if kind == "failed" else None)
                 return
+
+    def _deliver(self, index: int, result: Any) -> None:
+        try:
+            self.each(index, result)
+        except Exception as exc:  # raised by `spread` once every share has ended
+            self.error = self.error or exc
 
     def stop(self) -> None:
         """End the helper: what it was reading is not needed any more."""
@@ -126,6 +138,7 @@ class _Run:
     def join(self) -> None:
         if self.reader is not None:
             self.reader.join()
+        wait(self.deliveries)
 
     def unfinished(self) -> list[int]:
         if self.helper.alive or self.error is not None:
@@ -148,6 +161,11 @@ class _Helpers:
                 self._helpers = _fork(_helper_count()) if threading.active_count() == 1 else []
             self._helpers = [h for h in self._helpers if h.alive]
             return list(self._helpers)
+
+
+@functools.cache
+def _deliveries() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=DELIVERY_THREADS, thread_name_prefix="spread-delivery")
 
 
 def _helper_count() -> int:
@@ -182,11 +200,11 @@ def _serve(connection: Connection) -> None:
 
     while True:
         try:
-            batch, items, processes = connection.recv()
+            batch, items, part = connection.recv()
         except (EOFError, OSError):
             return  # the parent has gone
         try:
-            batch(items, lambda index, result: send(("result", index, result)), processes)
+            batch(items, lambda index, result: send(("result", index, result)), part)
             ended: tuple[str, int, Any] = ("done", -1, None)
         except Exception as exc:
             ended = ("failed", -1, exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}"))

@@ -30,9 +30,9 @@ results = {}
 def keep(index, result):
     results[index] = result
 
-def square(items, emit, processes):
+def square(items, emit, part):
     for index, item in enumerate(items):
-        emit(index, [item * item, os.getpid(), processes])
+        emit(index, [item * item, os.getpid(), part])
 
 def report(**more):
     print(json.dumps({"results": results, "parent": PARENT, **more}))
@@ -63,7 +63,7 @@ def test_a_large_batch_is_shared_with_helpers_each_result_coming_back_once(tmp_p
     processes = {pid for _, pid, _ in out["results"].values()}
     assert len(processes) == 1 + _helper_count()
     assert out["parent"] in processes
-    assert {shared for _, _, shared in out["results"].values()} == {len(processes)}
+    assert {part for _, _, part in out["results"].values()} == {1 / len(processes)}  # of requests at once
     if cores() > 1:
         assert len(processes) > 1
 
@@ -92,11 +92,11 @@ def test_a_process_already_running_threads_does_its_work_alone(tmp_path):
 def test_a_helper_that_dies_leaves_its_unfinished_items_to_this_process(tmp_path):
     out = run_script(
         """
-        def dies_at_the_sixth(items, emit, processes):
+        def dies_at_the_sixth(items, emit, part):
             for index, item in enumerate(items):
                 if os.getpid() != PARENT and index == 5:
                     os._exit(1)
-                emit(index, [item * item, os.getpid(), processes])
+                emit(index, [item * item, os.getpid(), part])
 
         spread(dies_at_the_sixth, list(range(300)), keep)
         first = dict(results)
@@ -117,11 +117,11 @@ def test_a_helper_that_dies_leaves_its_unfinished_items_to_this_process(tmp_path
 def test_an_error_in_a_helpers_share_is_raised_here_once_every_share_has_ended(tmp_path):
     out = run_script(
         """
-        def fails_in_a_helper(items, emit, processes):
+        def fails_in_a_helper(items, emit, part):
             for index, item in enumerate(items):
                 if os.getpid() != PARENT and index == 3:
                     raise ValueError(f"item {item} is bad")
-                emit(index, [item, os.getpid(), processes])
+                emit(index, [item, os.getpid(), part])
 
         try:
             spread(fails_in_a_helper, list(range(300)), keep)
@@ -143,7 +143,7 @@ def test_an_error_in_a_helpers_share_is_raised_here_once_every_share_has_ended(t
 def test_a_batch_that_cannot_be_pickled_runs_in_this_process(tmp_path):
     out = run_script(
         """
-        spread(lambda items, emit, processes: square(items, emit, processes), list(range(300)), keep)
+        spread(lambda items, emit, part: square(items, emit, part), list(range(300)), keep)
         report()
         """,
         tmp_path,

@@ -29,7 +29,7 @@ from provisioner.compile import CompiledCluster
 from provisioner.drivers import ClusterRef, Target
 from provisioner.errors import CloudError, KubeUnreachable
 from provisioner.observe import Drivers, Observation, observe
-from provisioner.plan import diff_cluster
+from provisioner.plan import cluster_changes
 from provisioner.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def identity(target: Target, in_fleet: bool = True) -> ClusterIdentity:
 
 def drift_of(compiled: CompiledCluster, observation: Observation) -> list[DriftFinding]:
     """The fleet cluster's pools that differ from the fleet: what plan would change, named as drift."""
-    planned = diff_cluster(compiled, observation)
+    changes, conflicts = cluster_changes(compiled, observation)
     findings = [
         DriftFinding(
             change.pool,
@@ -87,11 +87,10 @@ def drift_of(compiled: CompiledCluster, observation: Observation) -> list[DriftF
             if change.action.drift in ("changed", "unowned")  # an adoption's own changes, if any
             else [],
         )
-        for change in planned.changes
+        for change in changes
     ]
     findings += [
-        DriftFinding(conflict.pool, "conflict", [{"message": conflict.message}])
-        for conflict in planned.conflicts
+        DriftFinding(conflict.pool, "conflict", [{"message": conflict.message}]) for conflict in conflicts
     ]
     return findings
 
