@@ -54,17 +54,18 @@ def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None])
     runs = [_Run(helper, share, items, each) for helper, share in zip(helpers, shares[1:], strict=True)]
     for run in runs:
         run.start(batch, part)
+    mine = shares[0]
     try:
-        mine = shares[0]
         if mine:
             batch([items[i] for i in mine], lambda k, result: each(mine[k], result), part)
-    except BaseException:  # Ctrl-C, or this share's error: helpers' listings are reads, stop them
-        for run in runs:
-            run.stop()
-        raise
-    finally:
         for run in runs:
             run.join()
+    except BaseException:  # Ctrl-C, or this share's error: helpers' work is not wanted any more
+        for run in runs:
+            run.stop()
+        for run in runs:
+            run.join()  # what they sent before is handed to `each` all the same
+        raise
     errors = [run.error for run in runs if run.error is not None]
     if errors:
         raise errors[0]
@@ -114,7 +115,10 @@ class _Run:
         while True:
             try:
                 kind, index, value = self.helper.connection.recv()
-            except (EOFError, OSError):
+            except Exception as exc:  # EOF, a reset pipe, or half a message: the helper has died
+                if self.helper.process.is_alive() and not isinstance(exc, EOFError | OSError):
+                    self.error = self.error or exc  # a result this process cannot read back
+                    self.helper.process.terminate()
                 self.helper.alive = False
                 return
             if kind == "result":
@@ -131,9 +135,10 @@ class _Run:
             self.error = self.error or exc
 
     def stop(self) -> None:
-        """End the helper: what it was reading is not needed any more."""
+        """End the helper: the rest of its share is not wanted any more."""
         self.helper.alive = False
         self.helper.process.terminate()
+        self.helper.process.join(timeout=5)  # reaped, so no zombie outlives it
 
     def join(self) -> None:
         if self.reader is not None:

@@ -140,6 +140,39 @@ def test_an_error_in_a_helpers_share_is_raised_here_once_every_share_has_ended(t
     assert here == list(range(0, 300, processes))  # this process's share, all of it
 
 
+def test_ctrl_c_stops_the_helpers_and_keeps_what_this_process_made(tmp_path):
+    out = run_script(
+        """
+        import multiprocessing, signal, time
+
+        def slow_in_helpers(items, emit, part):
+            for index, item in enumerate(items):
+                if os.getpid() != PARENT:
+                    time.sleep(60)
+                emit(index, [item, os.getpid(), part])
+
+        def ctrl_c(*_):
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGALRM, ctrl_c)
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        started = time.monotonic()
+        try:
+            spread(slow_in_helpers, list(range(300)), keep)
+            interrupted = False
+        except KeyboardInterrupt:
+            interrupted = True
+        report(interrupted=interrupted, seconds=time.monotonic() - started,
+               helpers_left=len(multiprocessing.active_children()))
+        """,
+        tmp_path,
+    )
+    processes = 1 + _helper_count()
+    assert out["interrupted"] == (processes > 1)
+    assert out["seconds"] < 30 and out["helpers_left"] == 0
+    assert sorted(out["results"]) == list(range(0, 300, processes))  # this process's share, whole
+
+
 def test_a_batch_that_cannot_be_pickled_runs_in_this_process(tmp_path):
     out = run_script(
         """
