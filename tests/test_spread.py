@@ -239,3 +239,75 @@ def test_a_large_fleet_is_observed_from_helpers_as_from_one_process(tmp_path):
     errors = [o.error for o in spread_out if o.error is not None]
     assert len(errors) == 3 and all(isinstance(e, CloudError) for e in errors)
     assert all(len(o.pools) == 1 for o in spread_out if o.error is None)  # the system pool
+
+
+def ack_fleet(clusters: int) -> str:
+    lines = ["clusters:\n"]
+    for c in range(clusters):
+        lines.append(
+            f"  - name: ali-{c:03d}\n    cloud: ack\n    region: cn-hangzhou\n"
+            f"    clusterId: c{c:032x}\n    vswitches: [vsw-bp1a2b3c4d5e6f7g8h9i0]\n"
+            f"    kubeContext: ali-{c:03d}\n    pools:\n"
+            "      - {name: cgpu, instanceType: ecs.gn7i-c8g1.2xlarge,"
+            " gpu: {sharing: memory, isolation: memory}, nodes: {min: 1, max: 2}}\n"
+        )
+    return "".join(lines)
+
+
+def test_verify_and_inspect_of_a_large_fleet_read_through_helpers_as_in_one_process(tmp_path):
+    """ACK names each node's pool by the cloud's ID, so each cluster's reads include the cloud's
+    listing: a helper reads both, its own kubernetes clients and ACK SDK client."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from click.testing import CliRunner
+
+    from provisioner.cli import main
+    from provisioner.compile import desired_state
+
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(ack_fleet(SPREAD_FROM), encoding="utf-8")
+    compiled = compile_file(fleet)
+    sandbox = Sandbox(tmp_path / "sandbox", SandboxSettings()).start([c.target for c in compiled.clusters])
+    try:
+        drivers = Drivers(sandbox.directory)
+        with ThreadPoolExecutor(max_workers=50) as pool:
+            created = [
+                pool.submit(drivers("ack").create_pool, c.target.ref, desired_state(p))
+                for c in compiled.clusters
+                for p in c.pools
+            ]
+        assert all(f.result().name == "cgpu" for f in created)
+        commands = [
+            [name, str(fleet), "--sandbox", str(sandbox.directory), "--json"]
+            for name in ("verify", "inspect")
+        ]
+        here = [CliRunner().invoke(main, args, catch_exceptions=False) for args in commands]
+        script = tmp_path / "commands.py"
+        script.write_text(
+            textwrap.dedent(
+                f"""
+                import json, multiprocessing
+                from click.testing import CliRunner
+                from provisioner.cli import main
+
+                runs = [CliRunner().invoke(main, args) for args in {commands!r}]
+                helpers = len(multiprocessing.active_children())
+                print(json.dumps([[r.exit_code, r.stdout] for r in runs] + [helpers]))
+                """
+            ),
+            encoding="utf-8",
+        )
+        command = [sys.executable, str(script)]
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    finally:
+        sandbox.stop()
+    *spread_runs, helpers = json.loads(done.stdout.splitlines()[-1])
+    assert helpers == _helper_count()
+    for ours, (code, stdout) in zip(here, spread_runs, strict=True):
+        assert (code, json.loads(stdout)) == (ours.exit_code, json.loads(ours.stdout))
+    verified, inspected = (json.loads(r.stdout) for r in here)
+    assert {p["status"] for p in verified["pools"]} == {"ok"}, verified
+    assert len({(n["cluster"], n["node"]) for n in inspected["nodes"]}) == SPREAD_FROM
+    assert not inspected["errors"]
+    assert {n["pool"] for n in inspected["nodes"]} == {"cgpu"}  # named from the cloud's listing

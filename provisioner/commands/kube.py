@@ -6,7 +6,6 @@ Nothing here imports the kubernetes client: provisioner/kube does, when a comman
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
     from provisioner.kube.contexts import Kube, KubeAccess
     from provisioner.kube.inspect import NodeUse
     from provisioner.kube.verify import PoolVerdict
+    from provisioner.observe import Drivers
 
 # As cli.py's: piped output gets room for whole node names rather than 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 132)
@@ -155,26 +155,12 @@ def inspect_command(
     Allocation is the sum of the requests of the pods bound to a node and not finished. Without
     FLEET, every context of the kubeconfig is a cluster.
     """
-    from provisioner.errors import CloudError, KubeUnreachable
-    from provisioner.kube.contexts import KubeAccess, at_once, each_cluster
-    from provisioner.kube.inspect import inspect_cluster, node_uses, read_nodes_and_pods, totals
+    from provisioner.kube.contexts import KubeAccess, each_cluster
+    from provisioner.kube.inspect import totals
 
     access = KubeAccess(kubeconfig, sandbox)
     targets = _inspect_targets(access, fleet, cluster_name, sandbox)
-
-    def one(target: _Target) -> tuple[list[NodeUse], tuple[str, str] | None]:
-        try:
-            with target.connect() as kube:
-                if target.pool_names is None:
-                    return inspect_cluster(kube, target.label_keys), None
-                names, (nodes, pods) = at_once(target.pool_names, lambda: read_nodes_and_pods(kube))
-                return node_uses(kube.name, nodes, pods, target.label_keys, names), None
-        except KubeUnreachable as error:
-            return [], (target.name, str(error))
-        except CloudError as error:  # the cloud's listing of pool IDs (ACK): reported for that cluster
-            return [], (target.name, f"{target.name}: {error}")
-
-    results = each_cluster(one, targets)
+    results = each_cluster(_inspect_one, targets)
     uses: list[NodeUse] = [u for found, _ in results for u in found]
     errors = [e for _, e in results if e is not None]
     if as_json:
@@ -195,13 +181,45 @@ def inspect_command(
 
 @dataclass(frozen=True)
 class _Target:
-    """A cluster to inspect: how to reach it and how to name its nodes' pools."""
+    """A cluster to inspect: how to reach it and how to name its nodes' pools; data only, so a
+    helper process can inspect it too (provisioner.spread)."""
 
     name: str
-    connect: Callable[[], Kube]
-    label_keys: Sequence[str]
-    # Pool ID -> name from the cloud, read beside the cluster, where nodes carry the ID (ACK).
-    pool_names: Callable[[], dict[str, str]] | None = None
+    access: KubeAccess
+    label_keys: tuple[str, ...]
+    cluster: Any = None  # the fleet's cluster; None: the kubeconfig context `name`
+    # Where nodes carry the cloud's ID of their pool (ACK): the drivers whose listing names them.
+    drivers: Drivers | None = None
+
+    def connect(self) -> Kube:
+        if self.cluster is None:
+            return self.access.connect(self.name, self.name)
+        return self.access.for_cluster(self.cluster)
+
+    def pool_names(self) -> dict[str, str]:
+        """Pool ID -> name, from the cloud's listing."""
+        from provisioner.kube.verify import pool_ids
+
+        assert self.drivers is not None
+        return {cloud_id: name for name, cloud_id in (pool_ids(self.cluster, self.drivers) or {}).items()}
+
+
+def _inspect_one(target: _Target) -> tuple[list[NodeUse], tuple[str, str] | None]:
+    """One cluster's allocation per node, or the error that kept it from being read."""
+    from provisioner.errors import CloudError, KubeUnreachable
+    from provisioner.kube.contexts import at_once
+    from provisioner.kube.inspect import inspect_cluster, node_uses, read_nodes_and_pods
+
+    try:
+        with target.connect() as kube:
+            if target.drivers is None:
+                return inspect_cluster(kube, target.label_keys), None
+            names, (nodes, pods) = at_once(target.pool_names, lambda: read_nodes_and_pods(kube))
+            return node_uses(kube.name, nodes, pods, target.label_keys, names), None
+    except KubeUnreachable as error:
+        return [], (target.name, str(error))
+    except CloudError as error:  # the cloud's listing of pool IDs (ACK): reported for that cluster
+        return [], (target.name, f"{target.name}: {error}")
 
 
 def _inspect_targets(
@@ -210,7 +228,7 @@ def _inspect_targets(
     """The clusters to inspect: the fleet's, else every context of the kubeconfig."""
     from provisioner import hardware
     from provisioner.kube.inspect import all_pool_label_keys
-    from provisioner.kube.verify import labels_pool_ids, pool_ids
+    from provisioner.kube.verify import labels_pool_ids
 
     if fleet is None:
         contexts = access.contexts()
@@ -218,9 +236,8 @@ def _inspect_targets(
             raise click.ClickException(
                 f"no context {cluster_name!r} in {access.config_file}; contexts: {', '.join(contexts)}"
             )
-        chosen = [c for c in contexts if cluster_name in (None, c)]
-        keys = all_pool_label_keys()
-        return [_Target(c, lambda c=c: access.connect(c, c), keys) for c in chosen]
+        keys = tuple(all_pool_label_keys())
+        return [_Target(c, access, keys) for c in contexts if cluster_name in (None, c)]
 
     from provisioner.fleet import load
     from provisioner.observe import Drivers
@@ -232,13 +249,9 @@ def _inspect_targets(
     targets = []
     for cluster in clusters:
         label = hardware.load().clouds[cluster.cloud].pool_label
-        keys = [label.key] if label is not None else all_pool_label_keys()
-
-        def names(cluster: Any = cluster) -> dict[str, str]:
-            return {cloud_id: name for name, cloud_id in (pool_ids(cluster, drivers) or {}).items()}
-
-        connect = functools.partial(access.for_cluster, cluster)
-        targets.append(_Target(cluster.name, connect, keys, names if labels_pool_ids(cluster) else None))
+        keys = (label.key,) if label is not None else tuple(all_pool_label_keys())
+        by_id = drivers if labels_pool_ids(cluster) else None
+        targets.append(_Target(cluster.name, access, keys, cluster, by_id))
     return targets
 
 

@@ -24,6 +24,7 @@ from provisioner.drivers import (
     ClusterRef,
     OperationTimes,
     import_sdk,
+    requests_at_once,
     seconds_between,
     wait_until,
 )
@@ -223,7 +224,9 @@ class AckDriver:
 
         client = self._client(cluster)
         with _sdk_errors():
-            response = getattr(client, method)(*args, {}, RuntimeOptions())
+            # As many kept connections as requests go out at once (darabonba keeps 40 by default).
+            runtime = RuntimeOptions(max_idle_conns=requests_at_once("ack"))
+            response = getattr(client, method)(*args, {}, runtime)
         return response.body.to_map() if response.body is not None else {}
 
     def _find(self, cluster: ClusterRef, name: str) -> dict[str, Any]:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import json
+import math
 import os
 import re
 import threading
@@ -27,6 +29,7 @@ from provisioner import hardware
 from provisioner.drivers import import_sdk
 from provisioner.errors import KubeUnreachable
 from provisioner.heap import heap_frozen
+from provisioner.spread import spread
 
 if TYPE_CHECKING:
     from provisioner.kube.kubeconfig import Kubeconfig
@@ -39,11 +42,26 @@ MAX_PARALLEL_CLUSTERS = 100
 
 
 def each_cluster(work: Callable[[Any], Any], clusters: Sequence[Any]) -> list[Any]:
-    """work(cluster) for every cluster, up to MAX_PARALLEL_CLUSTERS at once, results in order."""
-    if not clusters:
-        return []
-    with heap_frozen(), ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CLUSTERS, len(clusters))) as pool:
-        return list(pool.map(work, clusters))
+    """work(cluster) for every cluster, up to MAX_PARALLEL_CLUSTERS at once, results in order.
+    A `work` that pickles (a module-level function, or a functools.partial of one) is shared
+    with helper processes for a large fleet (provisioner.spread): each client's CPU per read
+    would otherwise set the wall time."""
+    results: list[Any] = [None] * len(clusters)
+
+    def made(index: int, result: Any) -> None:
+        results[index] = result
+
+    spread(functools.partial(_each_here, work), clusters, made)
+    return results
+
+
+def _each_here(
+    work: Callable[[Any], Any], clusters: Sequence[Any], emit: Callable[[int, Any], None], part: float
+) -> None:
+    threads = max(1, min(len(clusters), math.floor(MAX_PARALLEL_CLUSTERS * part)))
+    with heap_frozen(), ThreadPoolExecutor(max_workers=threads) as pool:
+        for index, result in enumerate(pool.map(work, clusters)):
+            emit(index, result)
 
 
 def at_once(*calls: Callable[[], Any]) -> list[Any]:

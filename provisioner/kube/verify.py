@@ -71,22 +71,26 @@ def verify_fleet(
 ) -> list[PoolVerdict]:
     """Every pool of `clusters`, all clusters at once; a cluster that cannot be reached is
     `unreachable` and the others go on."""
+    verdicts = each_cluster(functools.partial(verify_cluster, access, drivers), clusters)
+    return [verdict for of_cluster in verdicts for verdict in of_cluster]
 
-    def one(compiled: CompiledCluster) -> list[PoolVerdict]:
-        def in_cluster() -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-            with access.for_cluster(compiled.cluster) as kube:
-                return read_nodes_and_config_map(kube, compiled)
 
-        try:
-            if labels_pool_ids(compiled.cluster):  # the cloud's listing beside the cluster's reads
-                ids, (nodes, config_map) = at_once(lambda: pool_ids(compiled.cluster, drivers), in_cluster)
-            else:
-                ids, (nodes, config_map) = None, in_cluster()
-        except (KubeUnreachable, CloudError) as error:
-            return unreachable(compiled, error)
-        return judge_cluster(compiled, nodes, config_map, ids)
+def verify_cluster(access: KubeAccess, drivers: Drivers, compiled: CompiledCluster) -> list[PoolVerdict]:
+    """One cluster's pools, from its nodes and device-plugin ConfigMap (and, where nodes name
+    their pool by the cloud's ID, the cloud's listing, read at the same time)."""
 
-    return [verdict for verdicts in each_cluster(one, clusters) for verdict in verdicts]
+    def in_cluster() -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        with access.for_cluster(compiled.cluster) as kube:
+            return read_nodes_and_config_map(kube, compiled)
+
+    try:
+        if labels_pool_ids(compiled.cluster):
+            ids, (nodes, config_map) = at_once(lambda: pool_ids(compiled.cluster, drivers), in_cluster)
+        else:
+            ids, (nodes, config_map) = None, in_cluster()
+    except (KubeUnreachable, CloudError) as error:
+        return unreachable(compiled, error)
+    return judge_cluster(compiled, nodes, config_map, ids)
 
 
 def labels_pool_ids(cluster: Any) -> bool:
