@@ -29,10 +29,10 @@ from typing import Any
 # listings at 0.5-1 ms each against 100 ms), so helpers would gain nothing.
 SPREAD_FROM = 100
 MAX_HELPERS = 3
-# Threads that hand helpers' results to `each`: as a listing here runs `then` on its own thread, so
-# a slow one (a catalog write) lets the next results queue behind it (the catalog writes a queue
-# in one transaction) instead of waiting in the pipe, one write each.
-DELIVERY_THREADS = 32
+# Threads that hand helpers' results to `each`, one per result in flight, as a listing here runs
+# `then` on its own thread: a catalog write holds its caller until the batch it joined commits,
+# so with fewer threads the catalog's batches could hold no more results than there are threads.
+DELIVERY_THREADS = 256
 
 # items, emit(index into items, result), and the part of a cloud's requests at once these items
 # may take (one process's). It runs here or, pickled, in a helper: a module-level function or a
