@@ -70,7 +70,7 @@ def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None])
     if errors:
         raise errors[0]
     left = [i for run in runs for i in run.unfinished()]
-    if left:  # a helper died: its unfinished items are listed here
+    if left:  # a helper died, or its items could not be sent: this process does them
         batch([items[i] for i in left], lambda k, result: each(left[k], result), part)
 
 
@@ -101,12 +101,16 @@ class _Run:
     error: BaseException | None = None
     reader: threading.Thread | None = None
     deliveries: list[Future[None]] = field(default_factory=list)
+    unsent: bool = False
 
     def start(self, batch: Batch, part: float) -> None:
         try:
             self.helper.connection.send((batch, [self.items[i] for i in self.share], part))
-        except OSError:
+        except OSError:  # the helper has died
             self.helper.alive = False
+            return
+        except (pickle.PicklingError, AttributeError, TypeError):  # pickled whole before a byte is sent
+            self.unsent = True  # items that cannot cross: this process does them
             return
         self.reader = threading.Thread(target=self._read, name="spread-reader", daemon=True)
         self.reader.start()
@@ -120,6 +124,7 @@ class _Run:
                     self.error = self.error or exc  # a result this process cannot read back
                     self.helper.process.terminate()
                 self.helper.alive = False
+                self.helper.process.join(timeout=5)  # reaped, so no zombie outlives it
                 return
             if kind == "result":
                 self.done.add(index)
@@ -146,6 +151,8 @@ class _Run:
         wait(self.deliveries)
 
     def unfinished(self) -> list[int]:
+        if self.unsent:
+            return list(self.share)
         if self.helper.alive or self.error is not None:
             return []
         return [self.share[k] for k in range(len(self.share)) if k not in self.done]

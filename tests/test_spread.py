@@ -185,6 +185,22 @@ def test_a_batch_that_cannot_be_pickled_runs_in_this_process(tmp_path):
     assert {pid for _, pid, _ in out["results"].values()} == {out["parent"]}
 
 
+def test_items_that_cannot_be_pickled_are_done_in_this_process(tmp_path):
+    out = run_script(
+        """
+        def first_of_each(items, emit, part):
+            for index, (item, _) in enumerate(items):
+                emit(index, [item, os.getpid(), part])
+
+        spread(first_of_each, [(i, lambda: i) for i in range(300)], keep)
+        report()
+        """,
+        tmp_path,
+    )
+    assert sorted(out["results"]) == list(range(300))
+    assert {pid for _, pid, _ in out["results"].values()} == {out["parent"]}
+
+
 def gke_fleet(clusters: int) -> str:
     lines = ["clusters:\n"]
     for c in range(clusters):
