@@ -118,17 +118,22 @@ class _Run:
     def _read(self) -> None:
         while True:
             try:
-                kind, index, value = self.helper.connection.recv()
+                kind, value = self.helper.connection.recv()
             except Exception as exc:  # EOF, a reset pipe, or half a message: the helper has died
-                if self.helper.process.is_alive() and not isinstance(exc, EOFError | OSError):
+                # Not while stop() waits for it: two threads waiting for one process race to reap it.
+                if (
+                    self.helper.alive
+                    and not isinstance(exc, EOFError | OSError)
+                    and self.helper.process.is_alive()
+                ):
                     self.error = self.error or exc  # a result this process cannot read back
                     self.helper.process.terminate()
                 self.helper.alive = False
-                self.helper.process.join(timeout=5)  # reaped, so no zombie outlives it
                 return
-            if kind == "result":
-                self.done.add(index)
-                self.deliveries.append(_deliveries().submit(self._deliver, self.share[index], value))
+            if kind == "results":
+                for index, result in value:
+                    self.done.add(index)
+                    self.deliveries.append(_deliveries().submit(self._deliver, self.share[index], result))
             else:
                 self.error = self.error or (value if kind == "failed" else None)
                 return
@@ -171,6 +176,8 @@ class _Helpers:
         with self._lock:
             if self._helpers is None:
                 self._helpers = _fork(_helper_count()) if threading.active_count() == 1 else []
+            for gone in [h for h in self._helpers if not h.alive]:
+                gone.process.join(timeout=5)  # reaped, so no zombie outlives it
             self._helpers = [h for h in self._helpers if h.alive]
             return list(self._helpers)
 
@@ -202,13 +209,29 @@ def _fork(count: int) -> list[_Helper]:
 
 
 def _serve(connection: Connection) -> None:
-    """A helper: run each batch sent, sending every result as it is made, then how it ended."""
+    """A helper: run each batch sent, sending its results as they are made, then how it ended."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     sending = threading.Lock()
+    pending: list[tuple[int, Any]] = []
+    pending_lock = threading.Lock()
 
-    def send(message: tuple[str, int, Any]) -> None:
-        with sending:
-            connection.send(message)  # OSError once the parent has gone: the batch then ends
+    def emit(index: int, result: Any) -> None:
+        """Queue a result; whoever is not already sending sends every result queued meanwhile in
+        one message, so the parent's reader takes the interpreter lock once per message, not per
+        result, while its own listings hold it."""
+        with pending_lock:
+            pending.append((index, result))
+        while sending.acquire(blocking=False):
+            try:
+                with pending_lock:
+                    chunk, pending[:] = list(pending), []
+                if chunk:
+                    connection.send(("results", chunk))  # OSError once the parent has gone
+            finally:
+                sending.release()
+            with pending_lock:
+                if not pending:  # else one queued while this sent, its own try having failed
+                    return
 
     while True:
         try:
@@ -216,12 +239,13 @@ def _serve(connection: Connection) -> None:
         except (EOFError, OSError):
             return  # the parent has gone
         try:
-            batch(items, lambda index, result: send(("result", index, result)), part)
-            ended: tuple[str, int, Any] = ("done", -1, None)
+            batch(items, emit, part)
+            ended: tuple[str, Any] = ("done", None)
         except Exception as exc:
-            ended = ("failed", -1, exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}"))
+            ended = ("failed", exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}"))
         try:
-            send(ended)
+            with sending:
+                connection.send(ended)
         except OSError:
             return  # the parent has gone
 

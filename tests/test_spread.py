@@ -162,14 +162,14 @@ def test_ctrl_c_stops_the_helpers_and_keeps_what_this_process_made(tmp_path):
             interrupted = False
         except KeyboardInterrupt:
             interrupted = True
-        report(interrupted=interrupted, seconds=time.monotonic() - started,
-               helpers_left=len(multiprocessing.active_children()))
+        left = [(p.name, p.pid, p.exitcode) for p in multiprocessing.active_children()]
+        report(interrupted=interrupted, seconds=time.monotonic() - started, left=left)
         """,
         tmp_path,
     )
     processes = 1 + _helper_count()
     assert out["interrupted"] == (processes > 1)
-    assert out["seconds"] < 30 and out["helpers_left"] == 0
+    assert out["seconds"] < 30 and out["left"] == []
     assert sorted(out["results"]) == list(range(0, 300, processes))  # this process's share, whole
 
 
