@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from provisioner.compile import compile_file
 from provisioner.errors import CloudError
 from provisioner.observe import Drivers, Observation, observe
@@ -52,6 +54,12 @@ def run_script(body: str, tmp_path: Path) -> dict:
     return printed
 
 
+def all_made_here(out: dict, count: int = 300) -> bool:
+    """Every item's result came back, each made by the process that called spread."""
+    made_by = {pid for _, pid, _ in out["results"].values()}
+    return sorted(out["results"]) == list(range(count)) and made_by == {out["parent"]}
+
+
 def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -70,8 +78,7 @@ def test_a_large_batch_is_shared_with_helpers_each_result_coming_back_once(tmp_p
 
 def test_a_small_batch_stays_in_this_process(tmp_path):
     out = run_script(f"spread(square, list(range({SPREAD_FROM - 1})), keep)\nreport()\n", tmp_path)
-    assert len(out["results"]) == SPREAD_FROM - 1
-    assert {pid for _, pid, _ in out["results"].values()} == {out["parent"]}
+    assert all_made_here(out, SPREAD_FROM - 1)
 
 
 def test_a_process_already_running_threads_does_its_work_alone(tmp_path):
@@ -85,8 +92,7 @@ def test_a_process_already_running_threads_does_its_work_alone(tmp_path):
         """,
         tmp_path,
     )
-    assert len(out["results"]) == 300
-    assert {pid for _, pid, _ in out["results"].values()} == {out["parent"]}
+    assert all_made_here(out)
 
 
 def test_a_helper_that_dies_leaves_its_unfinished_items_to_this_process(tmp_path):
@@ -173,44 +179,46 @@ def test_ctrl_c_stops_the_helpers_and_keeps_what_this_process_made(tmp_path):
     assert sorted(out["results"]) == list(range(0, 300, processes))  # this process's share, whole
 
 
-def test_a_batch_that_cannot_be_pickled_runs_in_this_process(tmp_path):
-    out = run_script(
-        """
-        spread(lambda items, emit, part: square(items, emit, part), list(range(300)), keep)
-        report()
-        """,
-        tmp_path,
-    )
-    assert len(out["results"]) == 300
-    assert {pid for _, pid, _ in out["results"].values()} == {out["parent"]}
+UNPICKLABLE = {
+    "the batch": "spread(lambda items, emit, part: square(items, emit, part), list(range(300)), keep)",
+    "its items": ("spread(first_of_pairs, [(i, lambda: i) for i in range(300)], keep)"),
+}
 
 
-def test_items_that_cannot_be_pickled_are_done_in_this_process(tmp_path):
+@pytest.mark.parametrize("what", UNPICKLABLE)
+def test_what_cannot_be_pickled_is_done_in_this_process(tmp_path, what):
     out = run_script(
-        """
-        def first_of_each(items, emit, part):
+        f"""
+        def first_of_pairs(items, emit, part):
             for index, (item, _) in enumerate(items):
                 emit(index, [item, os.getpid(), part])
 
-        spread(first_of_each, [(i, lambda: i) for i in range(300)], keep)
+        {UNPICKLABLE[what]}
         report()
         """,
         tmp_path,
     )
-    assert sorted(out["results"]) == list(range(300))
-    assert {pid for _, pid, _ in out["results"].values()} == {out["parent"]}
+    assert all_made_here(out)
 
 
-def gke_fleet(clusters: int) -> str:
-    lines = ["clusters:\n"]
-    for c in range(clusters):
-        lines.append(
-            f"  - name: c{c:03d}\n    cloud: gke\n    project: spread-project\n    location: us-central1\n"
-            f"    cluster: gke-{c:03d}\n    pools:\n"
-            "      - {name: shared, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 4},"
-            " nodes: {min: 0, max: 2}}\n"
-        )
-    return "".join(lines)
+# One fleet cluster, formatted with its number c.
+GKE_CLUSTER = (
+    "  - name: c{c:03d}\n    cloud: gke\n    project: spread-project\n    location: us-central1\n"
+    "    cluster: gke-{c:03d}\n    pools:\n"
+    "      - {{name: shared, instanceType: g2-standard-8, gpu: {{sharing: time-slicing, replicas: 4}},"
+    " nodes: {{min: 0, max: 2}}}}\n"
+)
+ACK_CLUSTER = (
+    "  - name: ali-{c:03d}\n    cloud: ack\n    region: cn-hangzhou\n"
+    "    clusterId: c{c:032x}\n    vswitches: [vsw-bp1a2b3c4d5e6f7g8h9i0]\n"
+    "    kubeContext: ali-{c:03d}\n    pools:\n"
+    "      - {{name: cgpu, instanceType: ecs.gn7i-c8g1.2xlarge,"
+    " gpu: {{sharing: memory, isolation: memory}}, nodes: {{min: 1, max: 2}}}}\n"
+)
+
+
+def fleet_text(cluster: str, clusters: int) -> str:
+    return "clusters:\n" + "".join(cluster.format(c=c) for c in range(clusters))
 
 
 def comparable(observations: list[Observation]) -> list[tuple]:
@@ -224,7 +232,7 @@ def test_a_large_fleet_is_observed_from_helpers_as_from_one_process(tmp_path):
     """Over the wire, through the GKE SDK: the listings a helper makes, errors included, arrive
     as this process would have made them."""
     fleet = tmp_path / "fleet.yaml"
-    fleet.write_text(gke_fleet(SPREAD_FROM + 20), encoding="utf-8")
+    fleet.write_text(fleet_text(GKE_CLUSTER, SPREAD_FROM + 20), encoding="utf-8")
     targets = [c.target for c in compile_file(fleet).clusters]
     sandbox = Sandbox(tmp_path / "sandbox", SandboxSettings()).start(targets[:-3])  # 3 not there
     try:
@@ -257,19 +265,6 @@ def test_a_large_fleet_is_observed_from_helpers_as_from_one_process(tmp_path):
     assert all(len(o.pools) == 1 for o in spread_out if o.error is None)  # the system pool
 
 
-def ack_fleet(clusters: int) -> str:
-    lines = ["clusters:\n"]
-    for c in range(clusters):
-        lines.append(
-            f"  - name: ali-{c:03d}\n    cloud: ack\n    region: cn-hangzhou\n"
-            f"    clusterId: c{c:032x}\n    vswitches: [vsw-bp1a2b3c4d5e6f7g8h9i0]\n"
-            f"    kubeContext: ali-{c:03d}\n    pools:\n"
-            "      - {name: cgpu, instanceType: ecs.gn7i-c8g1.2xlarge,"
-            " gpu: {sharing: memory, isolation: memory}, nodes: {min: 1, max: 2}}\n"
-        )
-    return "".join(lines)
-
-
 def test_verify_and_inspect_of_a_large_fleet_read_through_helpers_as_in_one_process(tmp_path):
     """ACK names each node's pool by the cloud's ID, so each cluster's reads include the cloud's
     listing: a helper reads both, its own kubernetes clients and ACK SDK client."""
@@ -281,7 +276,7 @@ def test_verify_and_inspect_of_a_large_fleet_read_through_helpers_as_in_one_proc
     from provisioner.compile import desired_state
 
     fleet = tmp_path / "fleet.yaml"
-    fleet.write_text(ack_fleet(SPREAD_FROM), encoding="utf-8")
+    fleet.write_text(fleet_text(ACK_CLUSTER, SPREAD_FROM), encoding="utf-8")
     compiled = compile_file(fleet)
     sandbox = Sandbox(tmp_path / "sandbox", SandboxSettings()).start([c.target for c in compiled.clusters])
     try:
