@@ -57,6 +57,8 @@ class Drivers:
             self(cloud)
 
     def __reduce__(self) -> tuple[Any, ...]:
+        if type(self) is not Drivers:  # a kind of its own would arrive as plain drivers: not sent
+            raise TypeError(f"{type(self).__name__} stays in the process that made it")
         return (_drivers_here, (self.sandbox,))
 
 
@@ -133,9 +135,9 @@ _executors_lock = threading.Lock()
 
 
 def _listing_threads(cloud: str, part: float) -> ThreadPoolExecutor:
-    """Threads listing `cloud`'s clusters, one per request in flight: this process's share of
-    the cloud's requests at once. They are kept between observations (a wait for running
-    operations observes again and again): starting 250 threads costs about a quarter of a round
+    """Threads listing `cloud`'s clusters, one per listing in flight: this process's part of the
+    cloud's requests at once. They are kept between observations (a wait for running operations
+    observes again and again): starting hundreds of threads costs about a quarter of a round
     trip of CPU each time."""
     threads = max(1, math.floor(requests_at_once(cloud) * part))  # the parts add up to at most all
     with _executors_lock:

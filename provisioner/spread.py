@@ -5,19 +5,22 @@ A cloud listing spends most of the client's time in its SDK's CPU (0.4-1.2 ms a 
 time. `spread` hands a share of a large batch to helper processes, each with its own SDK clients,
 connections and threads, and hands each result back as soon as it is made.
 
-Helpers are forked once, while this process runs a single thread: fork copies only the calling
-thread, and a lock another thread held then would stay held in the child. A process that already
-runs threads when it first needs helpers (a test's in-process sandbox, a server) does its work
-alone. Helpers live as long as this process, keep their clients and connections warm between
-batches, leave Ctrl-C to it, and end with it.
+Helpers are forked once, on Linux, while this process runs a single thread: fork copies only
+the calling thread, and a lock another thread held then would stay held in the child (macOS's
+system frameworks are not safe to use after a fork at all). A process that already runs threads
+when it first needs helpers (a test's in-process sandbox, a server) does its work alone. Helpers
+live as long as this process, keep their clients and connections warm between batches, leave
+Ctrl-C to it (they run in a process group of their own), and end with it: each holds only its
+own end of its pipe, so this process's exit, however it happens, ends their reads.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import pickle
-import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -43,41 +46,67 @@ Batch = Callable[[Sequence[Any], Callable[[int, Any], None], float], None]
 def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None]) -> None:
     """Run `batch` over `items`, shared between this process and its helpers when the items are
     many; each(index, result) runs here for every item, as its result comes in (from a helper, on
-    a thread of this process). An error a batch raised is raised here once every share has ended.
-    A helper that dies leaves its unfinished items to this process."""
-    helpers = _HELPERS.for_batch(len(items))
-    if helpers and not _sendable(batch):
-        helpers = []  # what it needs cannot cross to another process (a test's fake clock, say)
-    processes = len(helpers) + 1
-    shares = [list(range(start, len(items), processes)) for start in range(processes)]
-    part = 1 / processes  # of a cloud's requests at once, for each process
-    runs = [_Run(helper, share, items, each) for helper, share in zip(helpers, shares[1:], strict=True)]
-    for run in runs:
-        run.start(batch, part)
-    mine = shares[0]
+    a thread of this process). An error a share raised is raised here once every share has ended
+    and been handed over; Ctrl-C stops the helpers at once (their work is reads). A helper that
+    dies, or items that cannot be sent to one, are done in this process afterwards."""
+    helpers = _HELPERS.claim(len(items))
     try:
-        if mine:
-            batch([items[i] for i in mine], lambda k, result: each(mine[k], result), part)
+        if helpers and not _sendable(batch):
+            _HELPERS.give_back(helpers)  # what it needs cannot cross to another process
+            helpers = []
+        processes = len(helpers) + 1
+        shares = [list(range(start, len(items), processes)) for start in range(processes)]
+        part = 1 / processes  # of a cloud's requests at once, for each process
+        runs = [_Run(helper, share, items, each) for helper, share in zip(helpers, shares[1:], strict=True)]
+        mine = shares[0]
+
+        def here() -> None:
+            if mine:
+                batch([items[i] for i in mine], lambda k, result: each(mine[k], result), part)
+
+        _run_shares(batch, runs, part, here)
+    finally:
+        _HELPERS.give_back(helpers)
+    left = [i for run in runs for i in run.unfinished()]
+    if left:  # every other share has ended: these may take all of a cloud's requests at once
+        batch([items[i] for i in left], lambda k, result: each(left[k], result), 1.0)
+
+
+def _run_shares(batch: Batch, runs: list[_Run], part: float, here: Callable[[], None]) -> None:
+    """Start the helpers' shares, do this process's (`here`), and wait for every share to end."""
+    try:
+        for run in runs:
+            run.start(batch, part)
+        here()
+    except Exception:
+        for run in runs:
+            run.join()  # the helpers' shares end, and are handed over, before the error is raised
+        raise
+    except BaseException:  # Ctrl-C
+        _stop(runs)
+        raise
+    try:
         for run in runs:
             run.join()
-    except BaseException:  # Ctrl-C, or this share's error: helpers' work is not wanted any more
-        for run in runs:
-            run.stop()
-        for run in runs:
-            run.join()  # what they sent before is handed to `each` all the same
+    except BaseException:  # Ctrl-C while the helpers finish
+        _stop(runs)
         raise
     errors = [run.error for run in runs if run.error is not None]
     if errors:
         raise errors[0]
-    left = [i for run in runs for i in run.unfinished()]
-    if left:  # a helper died, or its items could not be sent: this process does them
-        batch([items[i] for i in left], lambda k, result: each(left[k], result), part)
+
+
+def _stop(runs: list[_Run]) -> None:
+    for run in runs:
+        run.stop()
+    for run in runs:
+        run.join()  # what they sent before is handed to `each` all the same
 
 
 def _sendable(batch: Batch) -> bool:
     try:
         pickle.dumps(batch)
-    except (pickle.PicklingError, AttributeError, TypeError):
+    except Exception:  # PicklingError, or what an object's own __reduce__ raises
         return False
     return True
 
@@ -109,34 +138,33 @@ class _Run:
         except OSError:  # the helper has died
             self.helper.alive = False
             return
-        except (pickle.PicklingError, AttributeError, TypeError):  # pickled whole before a byte is sent
-            self.unsent = True  # items that cannot cross: this process does them
+        except Exception:  # items that cannot be pickled (whole, before a byte is sent): done here
+            self.unsent = True
             return
         self.reader = threading.Thread(target=self._read, name="spread-reader", daemon=True)
         self.reader.start()
 
     def _read(self) -> None:
+        try:
+            self._read_results()
+        except Exception as exc:  # a result this process cannot take: the helper is not used again
+            self.error = self.error or exc
+            self.helper.alive = False
+            self.helper.process.terminate()  # reaped by the caller's thread, never this one
+
+    def _read_results(self) -> None:
         while True:
             try:
                 kind, value = self.helper.connection.recv()
-            except Exception as exc:  # EOF, a reset pipe, or half a message: the helper has died
-                # Not while stop() waits for it: two threads waiting for one process race to reap it.
-                if (
-                    self.helper.alive
-                    and not isinstance(exc, EOFError | OSError)
-                    and self.helper.process.is_alive()
-                ):
-                    self.error = self.error or exc  # a result this process cannot read back
-                    self.helper.process.terminate()
+            except (EOFError, OSError, pickle.UnpicklingError):  # the helper died, maybe mid-message
                 self.helper.alive = False
                 return
-            if kind == "results":
-                for index, result in value:
-                    self.done.add(index)
-                    self.deliveries.append(_deliveries().submit(self._deliver, self.share[index], result))
-            else:
+            if kind != "results":
                 self.error = self.error or (value if kind == "failed" else None)
                 return
+            for index, result in value:
+                self.done.add(index)
+                self.deliveries.append(_deliveries().submit(self._deliver, self.share[index], result))
 
     def _deliver(self, index: int, result: Any) -> None:
         try:
@@ -154,6 +182,8 @@ class _Run:
         if self.reader is not None:
             self.reader.join()
         wait(self.deliveries)
+        if not self.helper.alive:
+            self.helper.process.join(timeout=5)  # reaped here, on the caller's thread only
 
     def unfinished(self) -> list[int]:
         if self.unsent:
@@ -164,22 +194,43 @@ class _Run:
 
 
 class _Helpers:
-    """This process's helpers, forked at the first batch that wants them."""
+    """This process's helpers, forked at the first batch that wants them; a helper works one
+    batch at a time, so two batches at once (two threads) share out the idle ones."""
 
     def __init__(self) -> None:
         self._helpers: list[_Helper] | None = None
+        self._busy: set[int] = set()
         self._lock = threading.Lock()
 
-    def for_batch(self, items: int) -> list[_Helper]:
+    def in_a_helper(self) -> None:
+        """In a helper: none of the parent's helpers, and a lock not held (fork copied it held)."""
+        self._helpers, self._busy, self._lock = [], set(), threading.Lock()
+
+    def claim(self, items: int) -> list[_Helper]:
         if items < SPREAD_FROM:
             return []
         with self._lock:
             if self._helpers is None:
-                self._helpers = _fork(_helper_count()) if threading.active_count() == 1 else []
+                self._helpers = _fork(_helper_count()) if _forkable() else []
             for gone in [h for h in self._helpers if not h.alive]:
                 gone.process.join(timeout=5)  # reaped, so no zombie outlives it
             self._helpers = [h for h in self._helpers if h.alive]
-            return list(self._helpers)
+            idle = [h for h in self._helpers if id(h) not in self._busy]
+            self._busy.update(id(h) for h in idle)
+            return idle
+
+    def give_back(self, helpers: list[_Helper]) -> None:
+        with self._lock:
+            self._busy.difference_update(id(h) for h in helpers)
+
+
+def _forkable() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    if threading.active_count() > 1:
+        _log.debug("not forking helpers: %d threads run already", threading.active_count())
+        return False
+    return True
 
 
 @functools.cache
@@ -198,19 +249,24 @@ def _fork(count: int) -> list[_Helper]:
     if count == 0 or "fork" not in multiprocessing.get_all_start_methods():
         return []  # Windows has no fork
     context = multiprocessing.get_context("fork")
-    helpers = []
+    helpers: list[_Helper] = []
     for _ in range(count):
         mine, theirs = context.Pipe()
-        process = context.Process(target=_serve, args=(theirs,), name="provisioner-helper", daemon=True)
+        # The child closes every end of this process's: else its reads would never end with it.
+        ours = [mine, *(h.connection for h in helpers)]
+        process = context.Process(target=_serve, args=(theirs, ours), name="provisioner-helper", daemon=True)
         process.start()
         theirs.close()
         helpers.append(_Helper(mine, process))
     return helpers
 
 
-def _serve(connection: Connection) -> None:
+def _serve(connection: Connection, parents: list[Connection]) -> None:
     """A helper: run each batch sent, sending its results as they are made, then how it ended."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    for end in parents:
+        end.close()
+    _HELPERS.in_a_helper()
+    os.setpgrp()  # the terminal's Ctrl-C is the parent's to handle
     sending = threading.Lock()
     pending: list[tuple[int, Any]] = []
     pending_lock = threading.Lock()
@@ -258,4 +314,5 @@ def _picklable(value: object) -> bool:
     return True
 
 
+_log = logging.getLogger(__name__)
 _HELPERS = _Helpers()

@@ -6,6 +6,7 @@ sees and answers along the way goes through an ApplyView, so no step here prints
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -62,7 +63,7 @@ def with_config_maps(plan: Plan, compiled: CompiledFleet, kube: KubeAccess) -> P
 
     unobserved = {c.target.name for c in plan.clusters if c.error is not None}  # nothing planned there
     clusters = [c for c in compiled.clusters if c.name not in unobserved]
-    configs = each_cluster(lambda c: observe_config_map(kube, c), clusters)
+    configs = each_cluster(functools.partial(observe_config_map, kube), clusters)
     found = dict(zip([c.name for c in clusters], configs, strict=True))
     planned = tuple(dataclasses.replace(c, configmap=found.get(c.target.name)) for c in plan.clusters)
     return dataclasses.replace(plan, clusters=planned)

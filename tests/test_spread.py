@@ -12,6 +12,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,7 @@ def test_ctrl_c_stops_the_helpers_and_keeps_what_this_process_made(tmp_path):
 
         def slow_in_helpers(items, emit, part):
             for index, item in enumerate(items):
-                if os.getpid() != PARENT:
+                if os.getpid() != PARENT and index == 2:  # after two results each
                     time.sleep(60)
                 emit(index, [item, os.getpid(), part])
 
@@ -176,7 +177,77 @@ def test_ctrl_c_stops_the_helpers_and_keeps_what_this_process_made(tmp_path):
     processes = 1 + _helper_count()
     assert out["interrupted"] == (processes > 1)
     assert out["seconds"] < 30 and out["left"] == []
-    assert sorted(out["results"]) == list(range(0, 300, processes))  # this process's share, whole
+    from_helpers = sorted(i for i, (_, pid, _) in out["results"].items() if pid != out["parent"])
+    assert len(from_helpers) == 2 * _helper_count()  # what they sent before Ctrl-C is kept
+    here = sorted(i for i in out["results"] if i not in from_helpers)
+    assert here == list(range(0, 300, processes))  # this process's share, whole
+
+
+def test_helpers_end_when_this_process_dies_without_a_word(tmp_path):
+    script = tmp_path / "dies.py"
+    script.write_text(
+        PROLOGUE
+        + textwrap.dedent(
+            """
+            import multiprocessing, signal, time
+
+            def slowly(items, emit, part):
+                for index, item in enumerate(items):
+                    time.sleep(0.05)
+                    emit(index, [item, os.getpid(), part])
+
+            def killed(*_):
+                print(json.dumps([p.pid for p in multiprocessing.active_children()]), flush=True)
+                os._exit(9)  # as SIGKILL or the OOM killer would end it: no clean-up at all
+
+            signal.signal(signal.SIGALRM, killed)
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            spread(slowly, list(range(300)), keep)
+            """
+        ),
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=60
+    )
+    helpers = json.loads(done.stdout.splitlines()[-1])
+    assert done.returncode == 9 and len(helpers) == _helper_count()
+    deadline = time.monotonic() + 10
+    while any(running(pid) for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(running(pid) for pid in helpers)
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` runs still (a zombie no longer runs: it waits only to be reaped)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_two_batches_at_once_share_out_the_idle_helpers(tmp_path):
+    out = run_script(
+        """
+        spread(square, list(range(300)), keep)  # helpers forked, this process still one thread
+        first = dict(results)
+        results.clear()
+        others = {}
+        def other():
+            spread(square, list(range(300)), lambda i, r: others.__setitem__(i, r))
+        worker = threading.Thread(target=other)
+        worker.start()
+        spread(square, list(range(300)), keep)
+        worker.join()
+        report(first=first, others=others)
+        """,
+        tmp_path,
+    )
+    others = {int(i): r for i, r in out["others"].items()}
+    for run in (out["first"], out["results"], others):
+        assert sorted(run) == list(range(300))
+        assert all(square == i * i for i, (square, _, _) in run.items())
 
 
 UNPICKLABLE = {
@@ -242,23 +313,29 @@ def test_a_large_fleet_is_observed_from_helpers_as_from_one_process(tmp_path):
             textwrap.dedent(
                 f"""
                 import multiprocessing, pickle, sys
+                from provisioner import spread
                 from provisioner.compile import compile_file
                 from provisioner.observe import Drivers, observe
 
+                handed_over = []  # what came from a helper: each result as spread hands it over
+                deliver = spread._Run._deliver
+                spread._Run._deliver = lambda run, i, result: handed_over.append(i) or deliver(run, i, result)
                 targets = [c.target for c in compile_file({str(fleet)!r}).clusters]
                 observations = observe(targets, Drivers({str(sandbox.directory)!r}))
                 helpers = len(multiprocessing.active_children())
-                sys.stdout.buffer.write(pickle.dumps((observations, helpers)))
+                sys.stdout.buffer.write(pickle.dumps((observations, helpers, len(handed_over))))
                 """
             ),
             encoding="utf-8",
         )
         done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, timeout=120)
         assert done.returncode == 0, done.stderr.decode()
-        spread_out, helpers = pickle.loads(done.stdout)
+        spread_out, helpers, from_helpers = pickle.loads(done.stdout)
     finally:
         sandbox.stop()
     assert helpers == _helper_count()
+    processes = 1 + helpers
+    assert from_helpers == len(targets) - len(range(0, len(targets), processes))  # all but this one's share
     assert comparable(spread_out) == comparable(here)
     errors = [o.error for o in spread_out if o.error is not None]
     assert len(errors) == 3 and all(isinstance(e, CloudError) for e in errors)
@@ -299,11 +376,15 @@ def test_verify_and_inspect_of_a_large_fleet_read_through_helpers_as_in_one_proc
                 f"""
                 import json, multiprocessing
                 from click.testing import CliRunner
+                from provisioner import spread
                 from provisioner.cli import main
 
+                handed_over = []  # what came from a helper: each result as spread hands it over
+                deliver = spread._Run._deliver
+                spread._Run._deliver = lambda run, i, result: handed_over.append(i) or deliver(run, i, result)
                 runs = [CliRunner().invoke(main, args) for args in {commands!r}]
                 helpers = len(multiprocessing.active_children())
-                print(json.dumps([[r.exit_code, r.stdout] for r in runs] + [helpers]))
+                print(json.dumps([[r.exit_code, r.stdout] for r in runs] + [helpers, len(handed_over)]))
                 """
             ),
             encoding="utf-8",
@@ -313,8 +394,10 @@ def test_verify_and_inspect_of_a_large_fleet_read_through_helpers_as_in_one_proc
         assert done.returncode == 0, done.stderr
     finally:
         sandbox.stop()
-    *spread_runs, helpers = json.loads(done.stdout.splitlines()[-1])
+    *spread_runs, helpers, from_helpers = json.loads(done.stdout.splitlines()[-1])
     assert helpers == _helper_count()
+    clusters = len(compiled.clusters)
+    assert from_helpers == 2 * (clusters - len(range(0, clusters, 1 + helpers)))  # both commands
     for ours, (code, stdout) in zip(here, spread_runs, strict=True):
         assert (code, json.loads(stdout)) == (ours.exit_code, json.loads(ours.stdout))
     verified, inspected = (json.loads(r.stdout) for r in here)

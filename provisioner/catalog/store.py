@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -146,6 +147,7 @@ class Store:
         self.url = url  # shown only through url.redacted: it may carry a password
         with _url_errors(url):
             self.engine = _engine(url)
+            _dropped_in_forked_children(self.engine)
         # Reads go through this: on SQLite they take no write lock, so they never wait for one another.
         self.reads = self.engine.execution_options(**{READS_ONLY: True})
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
@@ -398,6 +400,20 @@ class Store:
     def _upsert_cluster(self, conn: Connection, identity: ClusterIdentity) -> tuple[int, datetime | None]:
         row = conn.execute(self._sql.cluster_upsert, _cluster_values(identity)).one()
         return row.id, utc(row.observed_at)
+
+
+def _dropped_in_forked_children(engine: Engine) -> None:
+    """A forked child (provisioner.spread's helpers) never uses this process's database
+    connections, nor closes them under it: its copy of the pool is dropped unclosed, as
+    SQLAlchemy advises for os.fork."""
+    engine_ref = weakref.ref(engine)
+
+    def drop() -> None:
+        copied = engine_ref()
+        if copied is not None:
+            copied.dispose(close=False)
+
+    os.register_at_fork(after_in_child=drop)
 
 
 class _OneByOne(Exception):

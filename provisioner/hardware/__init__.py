@@ -151,7 +151,7 @@ class CloudProfile:
     spot_taints: tuple[Taint, ...]  # ... and taints
     in_place: frozenset[str]  # PoolState fields the cloud changes on an existing pool
     limits: PoolLimits
-    requests_at_once: int  # requests one run sends it at the same time, over all its processes
+    requests_at_once: int  # clusters one run lists on it at the same time, over all its processes
     mig_refusal: str | None = None  # with mig_via none: why, and what to use instead
     scheduler: MemoryScheduler | None = None  # with sharing_via node-label
     edge_labels: Mapping[str, str] | None = None  # {model, count} label keys; None: no edge pools
