@@ -272,6 +272,27 @@ def test_what_cannot_be_pickled_is_done_in_this_process(tmp_path, what):
     assert all_made_here(out)
 
 
+# A fresh interpreter's prologue that counts the results helpers handed over, by watching
+# spread's own hand-over (the helpers work as they would without it).
+COUNTING = """\
+import multiprocessing
+from provisioner import spread
+
+handed_over = []
+deliver = spread._Run._deliver
+spread._Run._deliver = lambda run, i, result: handed_over.append(i) or deliver(run, i, result)
+"""
+
+
+def run_counting(tmp_path: Path, body: str) -> bytes:
+    """Run COUNTING + body in a fresh interpreter (helpers fork only in one running one thread)."""
+    script = tmp_path / "counting.py"
+    script.write_text(COUNTING + textwrap.dedent(body), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
 # One fleet cluster, formatted with its number c.
 GKE_CLUSTER = (
     "  - name: c{c:03d}\n    cloud: gke\n    project: spread-project\n    location: us-central1\n"
@@ -308,29 +329,20 @@ def test_a_large_fleet_is_observed_from_helpers_as_from_one_process(tmp_path):
     sandbox = Sandbox(tmp_path / "sandbox", SandboxSettings()).start(targets[:-3])  # 3 not there
     try:
         here = observe(targets, Drivers(sandbox.directory))  # this process runs threads: no helpers
-        script = tmp_path / "observe.py"
-        script.write_text(
-            textwrap.dedent(
-                f"""
-                import multiprocessing, pickle, sys
-                from provisioner import spread
-                from provisioner.compile import compile_file
-                from provisioner.observe import Drivers, observe
+        printed = run_counting(
+            tmp_path,
+            f"""
+            import pickle, sys
+            from provisioner.compile import compile_file
+            from provisioner.observe import Drivers, observe
 
-                handed_over = []  # what came from a helper: each result as spread hands it over
-                deliver = spread._Run._deliver
-                spread._Run._deliver = lambda run, i, result: handed_over.append(i) or deliver(run, i, result)
-                targets = [c.target for c in compile_file({str(fleet)!r}).clusters]
-                observations = observe(targets, Drivers({str(sandbox.directory)!r}))
-                helpers = len(multiprocessing.active_children())
-                sys.stdout.buffer.write(pickle.dumps((observations, helpers, len(handed_over))))
-                """
-            ),
-            encoding="utf-8",
+            targets = [c.target for c in compile_file({str(fleet)!r}).clusters]
+            observations = observe(targets, Drivers({str(sandbox.directory)!r}))
+            helpers = len(multiprocessing.active_children())
+            sys.stdout.buffer.write(pickle.dumps((observations, helpers, len(handed_over))))
+            """,
         )
-        done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, timeout=120)
-        assert done.returncode == 0, done.stderr.decode()
-        spread_out, helpers, from_helpers = pickle.loads(done.stdout)
+        spread_out, helpers, from_helpers = pickle.loads(printed)
     finally:
         sandbox.stop()
     assert helpers == _helper_count()
@@ -370,31 +382,21 @@ def test_verify_and_inspect_of_a_large_fleet_read_through_helpers_as_in_one_proc
             for name in ("verify", "inspect")
         ]
         here = [CliRunner().invoke(main, args, catch_exceptions=False) for args in commands]
-        script = tmp_path / "commands.py"
-        script.write_text(
-            textwrap.dedent(
-                f"""
-                import json, multiprocessing
-                from click.testing import CliRunner
-                from provisioner import spread
-                from provisioner.cli import main
+        printed = run_counting(
+            tmp_path,
+            f"""
+            import json
+            from click.testing import CliRunner
+            from provisioner.cli import main
 
-                handed_over = []  # what came from a helper: each result as spread hands it over
-                deliver = spread._Run._deliver
-                spread._Run._deliver = lambda run, i, result: handed_over.append(i) or deliver(run, i, result)
-                runs = [CliRunner().invoke(main, args) for args in {commands!r}]
-                helpers = len(multiprocessing.active_children())
-                print(json.dumps([[r.exit_code, r.stdout] for r in runs] + [helpers, len(handed_over)]))
-                """
-            ),
-            encoding="utf-8",
+            runs = [CliRunner().invoke(main, args) for args in {commands!r}]
+            helpers = len(multiprocessing.active_children())
+            print(json.dumps([[r.exit_code, r.stdout] for r in runs] + [helpers, len(handed_over)]))
+            """,
         )
-        command = [sys.executable, str(script)]
-        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
     finally:
         sandbox.stop()
-    *spread_runs, helpers, from_helpers = json.loads(done.stdout.splitlines()[-1])
+    *spread_runs, helpers, from_helpers = json.loads(printed.decode().splitlines()[-1])
     assert helpers == _helper_count()
     clusters = len(compiled.clusters)
     assert from_helpers == 2 * (clusters - len(range(0, clusters, 1 + helpers)))  # both commands
