@@ -77,19 +77,6 @@ def test_gke_operations_carry_their_start_and_end_times(sandbox: Sandbox, contra
     assert seconds_between(done["startTime"], done["endTime"]) == pytest.approx(OP_SECONDS["gke"])
 
 
-def test_gke_polls_an_operation_once_where_earlier_ones_of_its_type_tell_its_length(
-    sandbox: Sandbox, contract_fleet: CompiledFleet, seen: list[tuple[str, str]]
-):
-    cluster, desired = target(contract_fleet, "gke")
-    driver = connect("gke", sandbox.directory)
-    first, second = (dataclasses.replace(desired["ts"], name=f"learn{i}") for i in range(2))
-    driver.create_pool(cluster, first)  # nothing known yet: polled on the schedule, from 0.1 s
-    assert polls(seen, "gke", "/operations/") > 1
-    seen.clear()
-    driver.create_pool(cluster, second)
-    assert polls(seen, "gke", "/operations/") == 1  # when the first one took to end: it has
-
-
 def test_arm_says_when_to_look_again_and_aks_follows_the_operation_not_the_pool(
     sandbox: Sandbox, contract_fleet: CompiledFleet, seen: list[tuple[str, str]]
 ):
@@ -119,13 +106,24 @@ def test_arm_says_when_to_look_again_and_aks_follows_the_operation_not_the_pool(
     assert seconds_between(done["startTime"], done["endTime"]) == pytest.approx(OP_SECONDS["aks"])
 
 
-def test_ack_polls_a_task_once_where_earlier_tasks_of_its_type_tell_its_length(
-    sandbox: Sandbox, contract_fleet: CompiledFleet, seen: list[tuple[str, str]]
+# (cloud, a fleet pool of its contract cluster, what its operation polls ask for): GKE's
+# Operation by its startTime and endTime, ACK's task by its created and updated times.
+LEARNED = [("gke", "ts", "/operations/"), ("ack", "cgpu", "/tasks/")]
+
+
+@pytest.mark.parametrize("learned", LEARNED, ids=[cloud for cloud, _, _ in LEARNED])
+def test_an_operation_is_polled_once_where_earlier_ones_of_its_type_tell_its_length(
+    sandbox: Sandbox,
+    contract_fleet: CompiledFleet,
+    seen: list[tuple[str, str]],
+    learned: tuple[str, str, str],
 ):
-    cluster, desired = target(contract_fleet, "ack")
-    driver = connect("ack", sandbox.directory)
-    first, second = (dataclasses.replace(desired["cgpu"], name=f"learn{i}") for i in range(2))
-    driver.create_pool(cluster, first)
+    cloud, pool, asked = learned
+    cluster, desired = target(contract_fleet, cloud)
+    driver = connect(cloud, sandbox.directory)
+    first, second = (dataclasses.replace(desired[pool], name=f"learn{i}") for i in range(2))
+    driver.create_pool(cluster, first)  # nothing known yet: polled on the schedule, from 0.1 s
+    assert polls(seen, cloud, asked) > 1
     seen.clear()
     driver.create_pool(cluster, second)
-    assert polls(seen, "ack", "/tasks/") == 1  # at the first task's length, by its created and updated
+    assert polls(seen, cloud, asked) == 1  # when the first one took to end: it has
