@@ -82,7 +82,7 @@ DEFAULT_SCHEDULE = PollSchedule()
 
 
 def requests_at_once(cloud: str) -> int:
-    """Requests one run sends to `cloud` at the same time, over all its processes (clouds.yaml
+    """Clusters one run lists on `cloud` at the same time, over all its processes (clouds.yaml
     `requestsAtOnce`, sourced there): each driver keeps that many connections open."""
     return hardware.load().clouds[cloud].requests_at_once
 
@@ -97,14 +97,13 @@ def size_connection_pool(session: Any, size: int) -> None:
         adapter.init_poolmanager(adapter._pool_connections, size, block=adapter._pool_block)
 
 
-def raise_open_file_limit(wanted: int | None = None) -> None:
-    """Let this process hold a connection per request in flight to every cloud at once (the sum
-    of their `requestsAtOnce` unless `wanted`): the soft limit on open files is 1024 on Linux and
-    256 on macOS by default, below the hard limit."""
+def raise_open_file_limit() -> None:
+    """Let this process hold a connection per listing in flight to every cloud at once (the sum
+    of their `requestsAtOnce`): the soft limit on open files is 1024 on Linux and 256 on macOS by
+    default, below the hard limit."""
     import resource
 
-    if wanted is None:
-        wanted = sum(cloud.requests_at_once for cloud in hardware.load().clouds.values())
+    wanted = sum(cloud.requests_at_once for cloud in hardware.load().clouds.values())
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
     if soft != resource.RLIM_INFINITY and soft < target:

@@ -81,6 +81,8 @@ class AckDriver:
         self._clients_lock = threading.Lock()
         self._polling = hardware.load().clouds["ack"].polling
         self._times = OperationTimes()  # how long this cloud's tasks took, by type
+        # As many kept connections as listings go out at once (darabonba keeps 40 by default).
+        self._connections = requests_at_once("ack")
         # The credential chain logs each provider it tried, with a traceback; the typed error
         # (AuthenticationFailed) says it once, as azure-identity's is quieted in the AKS driver.
         logging.getLogger("alibabacloud_credentials").setLevel(logging.CRITICAL)
@@ -224,8 +226,7 @@ class AckDriver:
 
         client = self._client(cluster)
         with _sdk_errors():
-            # As many kept connections as requests go out at once (darabonba keeps 40 by default).
-            runtime = RuntimeOptions(max_idle_conns=requests_at_once("ack"))
+            runtime = RuntimeOptions(max_idle_conns=self._connections)
             response = getattr(client, method)(*args, {}, runtime)
         return response.body.to_map() if response.body is not None else {}
 
@@ -257,13 +258,12 @@ class AckDriver:
 
         first = self._times.first_poll(kind, self._polling)
         task = wait_until(finished, self._operation_timeout, what, schedule=self._polling, first_poll=first)
-        if task["state"] not in _TASK_FAILED:
-            self._times.record(kind, seconds_between(task.get("created"), task.get("updated")))
         if task["state"] in _TASK_FAILED:
             error = task.get("error") or {}
             raise OperationFailed(
                 f"{what}: task {task_id} failed: {error.get('message') or error.get('code', '')}"
             )
+        self._times.record(kind, seconds_between(task.get("created"), task.get("updated")))
 
     def _wait_settled(self, cluster: ClusterRef, nodepool_id: str, what: str) -> dict[str, Any]:
         def settled() -> dict[str, Any] | None:
