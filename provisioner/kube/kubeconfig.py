@@ -67,6 +67,18 @@ def _stamp(config_file: str) -> tuple[tuple[str, int, int, int] | None, ...]:
     return tuple(stamps)
 
 
+def _by_name(merger: _Merger) -> dict[str, dict[str, ConfigNode]] | None:
+    """Per list (contexts, clusters, users), each entry by its name; None where an entry has no
+    name (the client's lookup then runs over the whole file, to raise its own error)."""
+    index: dict[str, dict[str, ConfigNode]] = {}
+    for item in _LISTS:
+        entries = merger.config.value[item]
+        if any(not isinstance(entry.value, dict) or "name" not in entry.value for entry in entries):
+            return None
+        index[item] = {entry.value["name"]: entry for entry in entries}  # merged: names are unique
+    return index
+
+
 class Kubeconfig:
     """One kubeconfig (a path, or several joined as $KUBECONFIG joins them), merged once and
     shared by every client made from it; thread-safe."""
@@ -76,25 +88,27 @@ class Kubeconfig:
         self._lock = threading.Lock()
         self._stamp: tuple[Any, ...] | None = None
         self._merger: _Merger | None = None
+        self._index: dict[str, dict[str, ConfigNode]] | None = None
 
-    def _merged(self) -> _Merger:
+    def _merged(self) -> tuple[_Merger, dict[str, dict[str, ConfigNode]] | None]:
         stamp = _stamp(self.config_file)
         with self._lock:
             if self._merger is None or stamp != self._stamp:
                 self._merger, self._stamp = _Merger(self.config_file), stamp
-            return self._merger
+                self._index = _by_name(self._merger) if self._merger.config is not None else None
+            return self._merger, self._index
 
     def loader(self, context: str | None = None) -> KubeConfigLoader:
         """The client's loader for `context` (None: the current context); ConfigException,
         OSError or ValueError as the client raises them."""
-        merger = self._merged()
+        merger, index = self._merged()
         if merger.config is None:  # as kubernetes.config does when no file exists
             raise ConfigException("Invalid kube-config file. No configuration found.")
         # Credentials a loader refreshes (gcp, oidc) are written back, as new_client_from_config does.
         # Loaders share the parsed file: a copy each costs what the one read saves. Only those two
         # legacy auth providers write into it (the clouds' CLIs now write exec plugins, which do not).
         return KubeConfigLoader(
-            config_dict=merger.config,
+            config_dict=_narrowed(merger.config, index, context),
             active_context=context,
             config_base_path=None,
             config_persister=lambda: self._save(merger),
@@ -112,6 +126,33 @@ class Kubeconfig:
         configuration = type.__call__(Configuration)  # the client's way to skip copying the default
         self.loader(context).load_and_set(configuration)
         return ApiClient(configuration=configuration)
+
+
+def _narrowed(
+    config: ConfigNode, index: dict[str, dict[str, ConfigNode]] | None, context: str | None
+) -> ConfigNode:
+    """The kubeconfig as the loader of `context` needs it: that context, its cluster and its user,
+    the very entries of the whole file (a refreshed credential is saved with it). The client looks
+    each name up by walking its list, so a loader per context of a 100-context file would walk
+    them all each time. Unnarrowed where a name is missing: the client's lookup says what is."""
+    entry = index["contexts"].get(context) if index is not None and context is not None else None
+    spec = entry.value.get("context") if entry is not None else None
+    if not isinstance(spec, dict):
+        return config
+    assert index is not None
+    cluster, user = (
+        index[item].get(name) if isinstance(name := spec.get(key), str) else None
+        for item, key in (("clusters", "cluster"), ("users", "user"))
+    )
+    if cluster is None:
+        return config
+    value = {
+        **config.value,
+        "contexts": [entry],
+        "clusters": [cluster],
+        "users": [user] if user is not None else [],
+    }
+    return ConfigNode(config.name, value, config.path)
 
 
 _SHARED: dict[str, Kubeconfig] = {}

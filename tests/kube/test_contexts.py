@@ -169,6 +169,57 @@ def test_each_context_gets_the_client_s_own_settings_from_the_kubeconfig_read_on
     )
 
 
+def test_a_context_naming_what_the_kubeconfig_lacks_fares_as_with_the_client_s_own_loader(tmp_path: Path):
+    """Each client's loader sees only its context's entries: a cluster or user the file lacks, or
+    an entry without a name, still ends as the client's own loader ends it."""
+    from kubernetes import config
+    from kubernetes.config import ConfigException
+
+    path = _write(
+        tmp_path / "config",
+        {
+            "clusters": [{"name": "c", "cluster": {"server": "http://c.example"}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [
+                {"name": "no-cluster", "context": {"cluster": "absent", "user": "u"}},
+                {"name": "no-user", "context": {"cluster": "c", "user": "absent"}},
+                {"name": "ok", "context": {"cluster": "c", "user": "u"}},
+            ],
+            "current-context": "ok",
+        },
+    )
+    access = KubeAccess(kubeconfig=path)
+    with pytest.raises(ConfigException) as theirs:
+        config.new_client_from_config(str(path), context="no-cluster")
+    with pytest.raises(KubeUnreachable) as ours:
+        access.connect("x", "no-cluster")
+    assert str(ours.value).endswith(" ".join(str(theirs.value).split()))
+    for context in ("no-user", "ok"):
+        made = config.new_client_from_config(str(path), context=context).configuration
+        with access.connect(context, context) as kube:
+            assert (
+                kube._core.api_client.configuration.host,
+                kube._core.api_client.configuration.api_key,
+            ) == (
+                made.host,
+                made.api_key,
+            )
+    unnamed = _write(
+        tmp_path / "unnamed",
+        {
+            "clusters": [{"cluster": {"server": "http://c.example"}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "ok", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "ok",
+        },
+    )
+    with pytest.raises(ConfigException) as theirs:
+        config.new_client_from_config(str(unnamed), context="ok")
+    with pytest.raises(KubeUnreachable) as ours:
+        KubeAccess(kubeconfig=unnamed).connect("x", "ok")
+    assert str(ours.value).endswith(" ".join(str(theirs.value).split()))
+
+
 def test_an_edited_kubeconfig_is_read_again(tmp_path: Path, clusters: dict):
     config = _kubeconfig(tmp_path / "config", ["something-else"])
     access = KubeAccess(kubeconfig=config)
