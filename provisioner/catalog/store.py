@@ -292,22 +292,24 @@ class Store:
         if not fresh:
             return
         ids, stamp = [c for c, _ in fresh], now()
-        conn.execute(
-            self._sql.cluster_ok, [{"cid": c, "observed_at": w.observed_at, "now": stamp} for c, w in fresh]
-        )
         pools = [
             _pool_values(c, p, w.observed_at, p.state.name in w.adopted) for c, w in fresh for p in w.pools
         ]
-        if pools:
-            conn.execute(self._sql.pool_upsert, pools)
-        if unasked := [c for c, w in fresh if w.allocation is None]:
-            conn.execute(self._sql.allocation_stale, {"cids": unasked})
-        if allocation := [row for c, w in fresh for row in _allocation_rows(c, w)]:
-            conn.execute(self._sql.allocation, allocation)
-        conn.execute(self._sql.pools_gone, {"cids": ids})
-        conn.execute(self._sql.drift_clear, {"cids": ids})
-        if drift := [row for c, w in fresh for row in _drift_rows(c, w)]:
-            conn.execute(self._sql.drift_insert, drift)
+        with _pipelined(conn):  # none of these returns rows
+            conn.execute(
+                self._sql.cluster_ok,
+                [{"cid": c, "observed_at": w.observed_at, "now": stamp} for c, w in fresh],
+            )
+            if pools:
+                conn.execute(self._sql.pool_upsert, pools)
+            if unasked := [c for c, w in fresh if w.allocation is None]:
+                conn.execute(self._sql.allocation_stale, {"cids": unasked})
+            if allocation := [row for c, w in fresh for row in _allocation_rows(c, w)]:
+                conn.execute(self._sql.allocation, allocation)
+            conn.execute(self._sql.pools_gone, {"cids": ids})
+            conn.execute(self._sql.drift_clear, {"cids": ids})
+            if drift := [row for c, w in fresh for row in _drift_rows(c, w)]:
+                conn.execute(self._sql.drift_insert, drift)
 
     def record_failure(self, identity: ClusterIdentity, error: str) -> None:
         """The cluster could not be listed: keep every pool row, record the error."""
@@ -416,6 +418,24 @@ def _dropped_in_forked_children(engine: Engine) -> None:
     os.register_at_fork(after_in_child=drop)
 
 
+@contextlib.contextmanager
+def _pipelined(conn: Connection) -> Iterator[None]:
+    """On PostgreSQL, the statements made inside are sent without waiting for each one's answer
+    (psycopg's pipeline mode): they take one round trip, not one each. Only for statements that
+    return no rows (SQLAlchemy would find a statement's rows missing, not yet come). A statement
+    that fails is raised as SQLAlchemy raises it, when the block ends."""
+    if conn.dialect.name != "postgresql":
+        yield
+        return
+    import psycopg
+
+    try:
+        with conn.connection.driver_connection.pipeline():
+            yield
+    except psycopg.Error as error:  # raised at the pipeline's end, outside SQLAlchemy's own execute
+        raise exc.DBAPIError.instance(None, None, error, psycopg.Error) from error
+
+
 class _OneByOne(Exception):
     """A batch that cannot be written in shared statements: its clusters are written one by one."""
 
@@ -471,7 +491,9 @@ class _Statements:
                 last_error=None,
             )
         )
-        pool = insert(PoolRow)
+        # inline(): no RETURNING of the new row's key, which a one-row insert would add (and a
+        # pipelined statement could not hand back in time).
+        pool = insert(PoolRow).inline()
         values = [
             c.name
             for c in PoolRow.__table__.columns
@@ -526,7 +548,7 @@ class _Statements:
             .where(PoolRow.cluster_id.in_(clusters), PoolRow.allocation_at.is_not(None))
             .values(allocation_stale=True)
         )
-        self.drift_insert = insert(DriftRow)
+        self.drift_insert = insert(DriftRow).inline()
         self.changed = update(ChangeRow).where(ChangeRow.id == 1).values(serial=ChangeRow.serial + 1)
         self.serial = select(ChangeRow.serial).where(ChangeRow.id == 1)
 
