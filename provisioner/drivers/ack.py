@@ -266,12 +266,15 @@ class AckDriver:
         self._times.record(kind, seconds_between(task.get("created"), task.get("updated")))
 
     def _wait_settled(self, cluster: ClusterRef, nodepool_id: str, what: str) -> dict[str, Any]:
+        """Poll the pool until it is active, on ACK's own schedule (clouds.yaml polling), as its
+        task was."""
+
         def settled() -> dict[str, Any] | None:
             pool = self._pool(cluster, nodepool_id)
             _raise_if_failed(pool, what)
             return pool if pool["status"]["state"] == "active" else None
 
-        return wait_until(settled, self._operation_timeout, what)
+        return wait_until(settled, self._operation_timeout, what, schedule=self._polling)
 
 
 def _raise_if_failed(pool: dict[str, Any], what: str) -> None:
