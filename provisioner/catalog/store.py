@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -420,20 +421,31 @@ def _dropped_in_forked_children(engine: Engine) -> None:
 
 @contextlib.contextmanager
 def _pipelined(conn: Connection) -> Iterator[None]:
-    """On PostgreSQL, the statements made inside are sent without waiting for each one's answer
-    (psycopg's pipeline mode): they take one round trip, not one each. Only for statements that
-    return no rows (SQLAlchemy would find a statement's rows missing, not yet come). A statement
-    that fails is raised as SQLAlchemy raises it, when the block ends."""
-    if conn.dialect.name != "postgresql":
+    """Through psycopg, the statements made inside are sent without waiting for each one's answer
+    (its pipeline mode): they take one round trip, not one each. Only for statements whose rows
+    and row counts nobody reads: they come after SQLAlchemy has looked. A statement that fails is
+    raised as a SQLAlchemy error, at a later statement of the block or at its end (reason_of
+    gives the failing statement's own words); the rest of the block is not run."""
+    if conn.dialect.driver != "psycopg":
         yield
         return
     import psycopg
 
+    if not psycopg.Pipeline.is_supported():  # libpq older than 14
+        yield
+        return
+    failed: exc.DBAPIError | None = None
     try:
         with conn.connection.driver_connection.pipeline():
-            yield
-    except psycopg.Error as error:  # raised at the pipeline's end, outside SQLAlchemy's own execute
-        raise exc.DBAPIError.instance(None, None, error, psycopg.Error) from error
+            try:
+                yield
+            except exc.DBAPIError as error:  # kept from the pipeline's end, which would log it again
+                failed = error
+    except psycopg.Error as error:  # the statements' end: psycopg's own error, or a later echo of `failed`
+        if failed is None:
+            raise exc.DBAPIError.instance(None, None, error, psycopg.Error) from error
+    if failed is not None:
+        raise failed
 
 
 class _OneByOne(Exception):
@@ -624,7 +636,11 @@ def reason_of(error: BaseException) -> str:
     SQLAlchemy's SQL and parameters, nor psycopg's "connection to server at ... failed:" preamble."""
     original = getattr(error, "orig", None) or error
     lines = str(original).strip().splitlines() or [type(original).__name__]
-    return " ".join(lines[0].rpartition(" failed: ")[2].split())
+    return " ".join(_CONNECTION_PREAMBLE.sub("", lines[0]).split())
+
+
+# psycopg's words before the server's own; SQLite's "NOT NULL constraint failed: t.c" is all its own.
+_CONNECTION_PREAMBLE = re.compile(r"^(connection failed: )?connection to server (at|on socket) .*? failed: ")
 
 
 @contextlib.contextmanager

@@ -269,6 +269,32 @@ def test_clusters_queued_behind_the_writer_are_written_in_one_batch_each_on_its_
     }
 
 
+def test_a_refused_listing_fails_alone_with_the_database_s_words_and_nothing_else_said(
+    catalog_url: str, caplog: pytest.LogCaptureFixture
+):
+    """A listing whose rows the database refuses (here, in a statement sent without waiting for
+    the one before it, on PostgreSQL) is one IntegrityError with the database's own words, its
+    cluster's rows as they were, no warning logged by the driver; the next write goes through."""
+    import dataclasses
+
+    from sqlalchemy.exc import IntegrityError
+
+    from provisioner.catalog.store import reason_of
+
+    store = Store(catalog_url)
+    store.migrate()
+    pools, at = observed(), datetime.now(UTC)
+    store.record_cluster(IDENTITY, pools, [], at)
+    refused = ObservedPool(dataclasses.replace(pools[0].state, name=None), pools[0].capacity)  # NOT NULL
+    with caplog.at_level("WARNING"), pytest.raises(IntegrityError) as caught:
+        store.record_cluster(IDENTITY, [*pools[1:], refused], [], at + timedelta(seconds=1))
+    assert "null" in reason_of(caught.value).lower() and "name" in reason_of(caught.value)
+    assert caplog.records == []
+    assert [p["pool"] for p in store.live_pools()] == sorted(p.state.name for p in pools)
+    assert store.record_cluster(IDENTITY, pools[1:], [], at + timedelta(seconds=2))
+    assert [p["pool"] for p in store.live_pools()] == sorted(p.state.name for p in pools[1:])
+
+
 def test_a_batch_is_written_in_shared_statements_with_the_rows_one_at_a_time_would_write(catalog_url: str):
     """Twelve clusters queued together are written by a few statements that each cover them all,
     and leave the rows twelve writes one after another leave: pools gone, adopted, allocation
