@@ -39,11 +39,18 @@ class _Merger(KubeConfigMerger):
             config = yaml.load(f, Loader=_SAFE_LOADER)
         if config is None:
             raise ConfigException(f"Invalid kube-config. {path} file is empty")
+        if not isinstance(config, dict):
+            raise ConfigException(f"Invalid kube-config. {path} is not a mapping")
         if self.config_merged is None:
             rest = copy.deepcopy({k: v for k, v in config.items() if k not in _LISTS})
             self.config_merged = ConfigNode(path, {**rest, **{item: [] for item in _LISTS}}, path)
         for item in _LISTS:
-            self._merge(item, config.get(item, []) or [], path)
+            try:
+                self._merge(item, config.get(item, []) or [], path)
+            except (KeyError, TypeError):  # the client's merge reads a later entry's name unchecked
+                raise ConfigException(
+                    f"Invalid kube-config file. Expected all values in {path}/{item} list to have 'name' key"
+                ) from None
         if "current-context" in config:
             self.config_merged.value["current-context"] = config["current-context"]
         self.config_files[path] = config
@@ -68,14 +75,15 @@ def _stamp(config_file: str) -> tuple[tuple[str, int, int, int] | None, ...]:
 
 
 def _by_name(merger: _Merger) -> dict[str, dict[str, ConfigNode]] | None:
-    """Per list (contexts, clusters, users), each entry by its name; None where an entry has no
-    name (the client's lookup then runs over the whole file, to raise its own error)."""
+    """Per list (contexts, clusters, users), each entry by its name; None unless every entry is
+    a mapping named by a string (the client then looks over the whole file, and fails or not
+    as it does: a null name is a missing one to it, a number a name like any other)."""
     index: dict[str, dict[str, ConfigNode]] = {}
     for item in _LISTS:
         entries = merger.config.value[item]
-        if any(not isinstance(entry.value, dict) or "name" not in entry.value for entry in entries):
+        if not all(isinstance(e.value, dict) and isinstance(e.value.get("name"), str) for e in entries):
             return None
-        index[item] = {entry.value["name"]: entry for entry in entries}  # merged: names are unique
+        index[item] = {entry.value["name"]: entry for entry in entries}  # the merge kept one per name
     return index
 
 
@@ -134,17 +142,17 @@ def _narrowed(
     """The kubeconfig as the loader of `context` needs it: that context, its cluster and its user,
     the very entries of the whole file (a refreshed credential is saved with it). The client looks
     each name up by walking its list, so a loader per context of a 100-context file would walk
-    them all each time. Unnarrowed where a name is missing: the client's lookup says what is."""
+    them all each time. Where the context, its cluster or its user is not found here, the whole
+    file: the client's own lookup then says what is wrong, or finds what this did not."""
     entry = index["contexts"].get(context) if index is not None and context is not None else None
     spec = entry.value.get("context") if entry is not None else None
     if not isinstance(spec, dict):
         return config
     assert index is not None
-    cluster, user = (
-        index[item].get(name) if isinstance(name := spec.get(key), str) else None
-        for item, key in (("clusters", "cluster"), ("users", "user"))
-    )
-    if cluster is None:
+    cluster_name, user_name = spec.get("cluster"), spec.get("user")
+    cluster = index["clusters"].get(cluster_name) if isinstance(cluster_name, str) else None
+    user = index["users"].get(user_name) if isinstance(user_name, str) else None
+    if cluster is None or (user_name and user is None):
         return config
     value = {
         **config.value,

@@ -204,20 +204,48 @@ def test_a_context_naming_what_the_kubeconfig_lacks_fares_as_with_the_client_s_o
                 made.host,
                 made.api_key,
             )
-    unnamed = _write(
-        tmp_path / "unnamed",
+    for unnamed in ({}, {"name": None}):  # the client takes a null name for a missing one
+        path = _write(
+            tmp_path / "unnamed",
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "http://c.example"}}],
+                "users": [{**unnamed, "user": {"token": "x"}}],
+                "contexts": [{"name": "ok", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "ok",
+            },
+        )
+        with pytest.raises(ConfigException) as theirs:
+            config.new_client_from_config(str(path), context="ok")
+        with pytest.raises(KubeUnreachable) as ours:
+            KubeAccess(kubeconfig=path).connect("x", "ok")
+        assert str(ours.value).endswith(" ".join(str(theirs.value).split()))
+    # An unnamed entry after a named one: the client's own merge fails with a KeyError; here it is
+    # the same clear error, naming the list.
+    second = _write(
+        tmp_path / "second",
         {
-            "clusters": [{"cluster": {"server": "http://c.example"}}],
-            "users": [{"name": "u", "user": {"token": "t"}}],
+            "clusters": [{"name": "c", "cluster": {"server": "http://c.example"}}],
+            "users": [{"name": "u", "user": {"token": "t"}}, {"user": {"token": "x"}}],
             "contexts": [{"name": "ok", "context": {"cluster": "c", "user": "u"}}],
             "current-context": "ok",
         },
     )
-    with pytest.raises(ConfigException) as theirs:
-        config.new_client_from_config(str(unnamed), context="ok")
     with pytest.raises(KubeUnreachable) as ours:
-        KubeAccess(kubeconfig=unnamed).connect("x", "ok")
-    assert str(ours.value).endswith(" ".join(str(theirs.value).split()))
+        KubeAccess(kubeconfig=second).connect("x", "ok")
+    assert str(ours.value).endswith(f"Expected all values in {second}/users list to have 'name' key")
+    numbered = _write(  # a name YAML reads as a number is a name all the same
+        tmp_path / "numbered",
+        {
+            "clusters": [{"name": "c", "cluster": {"server": "http://c.example"}}],
+            "users": [{"name": 7, "user": {"token": "seven"}}],
+            "contexts": [{"name": "ok", "context": {"cluster": "c", "user": 7}}],
+            "current-context": "ok",
+        },
+    )
+    made = config.new_client_from_config(str(numbered), context="ok").configuration
+    assert list(made.api_key.values()) == ["Bearer seven"]
+    with KubeAccess(kubeconfig=numbered).connect("ok", "ok") as kube:
+        assert kube._core.api_client.configuration.api_key == made.api_key
 
 
 def test_an_edited_kubeconfig_is_read_again(tmp_path: Path, clusters: dict):
