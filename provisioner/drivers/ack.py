@@ -166,7 +166,7 @@ class AckDriver:
             _raise_if_failed(pool, what)
             return None
 
-        wait_until(gone, self._operation_timeout, what)
+        wait_until(gone, self._operation_timeout, what, schedule=self._polling)
 
     def discover(self, scope: ClusterRef) -> list[ClusterRef]:
         from alibabacloud_cs20151215 import models as cs
