@@ -11,7 +11,11 @@ are exactly the client's.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import stat
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -54,6 +58,24 @@ class _Merger(KubeConfigMerger):
         if "current-context" in config:
             self.config_merged.value["current-context"] = config["current-context"]
         self.config_files[path] = config
+
+    def save_config(self, path: str) -> None:
+        """A refreshed credential saved as the client saves it, but whole or not at all: written
+        beside the file, with its mode, and renamed over it (through a symlink to its target), so
+        another process saving at the same time (a helper of provisioner.spread) never leaves it
+        torn. The last save wins; a credential it drops is refreshed again when next used."""
+        target = Path(path).resolve()
+        handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        temporary = Path(name)
+        try:
+            with os.fdopen(handle, "w") as out:
+                yaml.safe_dump(self.config_files[path], out, default_flow_style=False)
+            with contextlib.suppress(OSError):  # the file gone meanwhile: mkstemp's 0600 stands
+                temporary.chmod(stat.S_IMODE(target.stat().st_mode))
+            temporary.replace(target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
 
 
 def _paths(config_file: str) -> list[str]:

@@ -248,6 +248,54 @@ def test_a_context_naming_what_the_kubeconfig_lacks_fares_as_with_the_client_s_o
         assert kube._core.api_client.configuration.api_key == made.api_key
 
 
+def test_a_refreshed_credential_is_saved_whole_with_the_file_s_mode_through_its_symlink(tmp_path: Path):
+    """What the client's loader writes back (a gcp or oidc token it refreshed) replaces the file
+    in one rename: a reader never finds it half written, the symlink stays a symlink, the file
+    keeps its mode, no temporary is left."""
+    import yaml
+
+    real = tmp_path / "real"
+    real.mkdir()
+    target = _write(
+        real / "config",
+        {
+            "clusters": [{"name": "c", "cluster": {"server": "http://c.example"}}],
+            "users": [{"name": "u", "user": {"token": "old"}}],
+            "contexts": [{"name": "ok", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "ok",
+        },
+    )
+    target.chmod(0o600)
+    link = tmp_path / "config"
+    link.symlink_to(target)
+    loader = KubeAccess(kubeconfig=link)._kubeconfig().loader("ok")
+    seen: list[object] = []
+    saving = threading.Event()
+    fast = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # more reads while the saves run
+
+    def read_while_saving() -> None:  # what kubectl, or another process, reads meanwhile
+        while not saving.is_set():
+            try:
+                seen.append(yaml.load(target.read_text(encoding="utf-8"), Loader=fast))
+            except yaml.YAMLError as error:  # a torn file: kept, so the test sees it
+                seen.append(error)
+
+    reader = threading.Thread(target=read_while_saving)
+    reader.start()
+    for n in range(30):  # as the loader's refresh of a legacy auth provider does, each time
+        loader._user.value["token"] = f"refreshed-{n}-" + "x" * 4000
+        loader._config_persister()
+    saving.set()
+    reader.join()
+    assert seen and all(isinstance(s, dict) and len(s["users"]) == 1 for s in seen)  # never torn
+    assert link.is_symlink() and link.resolve() == target
+    assert (target.stat().st_mode & 0o777) == 0o600
+    assert sorted(p.name for p in real.iterdir()) == ["config"]
+    saved = YAML(typ="safe", pure=True).load(target.read_text(encoding="utf-8"))
+    assert saved["users"] == [{"name": "u", "user": {"token": "refreshed-29-" + "x" * 4000}}]
+    assert saved["contexts"] == [{"name": "ok", "context": {"cluster": "c", "user": "u"}}]
+
+
 def test_an_edited_kubeconfig_is_read_again(tmp_path: Path, clusters: dict):
     config = _kubeconfig(tmp_path / "config", ["something-else"])
     access = KubeAccess(kubeconfig=config)
