@@ -11,7 +11,6 @@ are exactly the client's.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import stat
@@ -60,22 +59,34 @@ class _Merger(KubeConfigMerger):
         self.config_files[path] = config
 
     def save_config(self, path: str) -> None:
-        """A refreshed credential saved as the client saves it, but whole or not at all: written
-        beside the file, with its mode, and renamed over it (through a symlink to its target), so
-        another process saving at the same time (a helper of provisioner.spread) never leaves it
-        torn. The last save wins; a credential it drops is refreshed again when next used."""
-        target = Path(path).resolve()
-        handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        temporary = Path(name)
+        """A refreshed credential saved as the client saves it, but whole or not at all where the
+        file allows (_replace_whole), so the main process and a helper of provisioner.spread
+        saving at once never leave it torn; the last save wins, and a credential it drops is
+        refreshed again when next used. Where it cannot be replaced (a file bind-mounted alone,
+        a directory not ours to write, an owner not ours to give), it is written in place, as
+        the client writes it."""
         try:
-            with os.fdopen(handle, "w") as out:
-                yaml.safe_dump(self.config_files[path], out, default_flow_style=False)
-            with contextlib.suppress(OSError):  # the file gone meanwhile: mkstemp's 0600 stands
-                temporary.chmod(stat.S_IMODE(target.stat().st_mode))
-            temporary.replace(target)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
+            _replace_whole(Path(path).resolve(), self.config_files[path])
+        except OSError:
+            super().save_config(path)
+
+
+def _replace_whole(target: Path, document: Any) -> None:
+    """`document` written beside `target`, with its owner and mode, and renamed over it."""
+    kept = target.stat()
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")  # 0600 from the start
+    temporary = Path(name)
+    try:
+        with os.fdopen(handle, "w") as out:
+            yaml.safe_dump(document, out, default_flow_style=False)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chown(temporary, kept.st_uid, kept.st_gid)  # sudo saving a user's file leaves it theirs
+        temporary.chmod(stat.S_IMODE(kept.st_mode))
+        temporary.replace(target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _paths(config_file: str) -> list[str]:

@@ -265,7 +265,7 @@ def test_a_refreshed_credential_is_saved_whole_with_the_file_s_mode_through_its_
             "current-context": "ok",
         },
     )
-    target.chmod(0o600)
+    target.chmod(0o640)  # not mkstemp's 0600: the file's own mode is kept
     link = tmp_path / "config"
     link.symlink_to(target)
     loader = KubeAccess(kubeconfig=link)._kubeconfig().loader("ok")
@@ -289,11 +289,42 @@ def test_a_refreshed_credential_is_saved_whole_with_the_file_s_mode_through_its_
     reader.join()
     assert seen and all(isinstance(s, dict) and len(s["users"]) == 1 for s in seen)  # never torn
     assert link.is_symlink() and link.resolve() == target
-    assert (target.stat().st_mode & 0o777) == 0o600
+    assert (target.stat().st_mode & 0o777) == 0o640
     assert sorted(p.name for p in real.iterdir()) == ["config"]
     saved = YAML(typ="safe", pure=True).load(target.read_text(encoding="utf-8"))
     assert saved["users"] == [{"name": "u", "user": {"token": "refreshed-29-" + "x" * 4000}}]
     assert saved["contexts"] == [{"name": "ok", "context": {"cluster": "c", "user": "u"}}]
+
+
+def test_a_kubeconfig_that_cannot_be_replaced_is_saved_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A kubeconfig bind-mounted alone into a container cannot be renamed over (EBUSY): the
+    refreshed credential is written into the file itself, as the client writes it."""
+    import errno
+
+    path = _write(
+        tmp_path / "config",
+        {
+            "clusters": [{"name": "c", "cluster": {"server": "http://c.example"}}],
+            "users": [{"name": "u", "user": {"token": "old"}}],
+            "contexts": [{"name": "ok", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "ok",
+        },
+    )
+    inode = path.stat().st_ino
+    loader = KubeAccess(kubeconfig=path)._kubeconfig().loader("ok")
+
+    def busy(self: Path, target: Path) -> Path:
+        raise OSError(errno.EBUSY, "Device or resource busy")
+
+    monkeypatch.setattr(Path, "replace", busy)
+    loader._user.value["token"] = "refreshed"
+    loader._config_persister()
+    saved = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+    assert saved["users"] == [{"name": "u", "user": {"token": "refreshed"}}]
+    assert path.stat().st_ino == inode  # the same file, written in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config"]
 
 
 def test_an_edited_kubeconfig_is_read_again(tmp_path: Path, clusters: dict):
