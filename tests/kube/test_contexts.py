@@ -256,15 +256,7 @@ def test_a_refreshed_credential_is_saved_whole_with_the_file_s_mode_through_its_
 
     real = tmp_path / "real"
     real.mkdir()
-    target = _write(
-        real / "config",
-        {
-            "clusters": [{"name": "c", "cluster": {"server": "http://c.example"}}],
-            "users": [{"name": "u", "user": {"token": "old"}}],
-            "contexts": [{"name": "ok", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "ok",
-        },
-    )
+    target = _one_context(real / "config")
     target.chmod(0o640)  # not mkstemp's 0600: the file's own mode is kept
     link = tmp_path / "config"
     link.symlink_to(target)
@@ -303,15 +295,7 @@ def test_a_kubeconfig_that_cannot_be_replaced_is_saved_in_place(
     refreshed credential is written into the file itself, as the client writes it."""
     import errno
 
-    path = _write(
-        tmp_path / "config",
-        {
-            "clusters": [{"name": "c", "cluster": {"server": "http://c.example"}}],
-            "users": [{"name": "u", "user": {"token": "old"}}],
-            "contexts": [{"name": "ok", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "ok",
-        },
-    )
+    path = _one_context(tmp_path / "config")
     inode = path.stat().st_ino
     loader = KubeAccess(kubeconfig=path)._kubeconfig().loader("ok")
 
@@ -359,6 +343,19 @@ def test_at_once_makes_the_calls_together_and_raises_the_first_call_s_error():
 
     with pytest.raises(KubeUnreachable, match=r"^first$"):  # as if they had run one after another
         at_once(first, second)
+
+
+def _one_context(path: Path) -> Path:
+    """Context `ok`: cluster `c`, user `u` with the token `old`."""
+    return _write(
+        path,
+        {
+            "clusters": [{"name": "c", "cluster": {"server": "http://c.example"}}],
+            "users": [{"name": "u", "user": {"token": "old"}}],
+            "contexts": [{"name": "ok", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "ok",
+        },
+    )
 
 
 def _write(path: Path, document: dict) -> Path:
