@@ -1,9 +1,9 @@
 """Large batches of requests spread over this machine's cores, in helper processes.
 
-A cloud listing spends most of the client's time in its SDK's CPU (0.4-1.2 ms a request, bench
-`listing`), so past a hundred or so clusters one interpreter, not the network, sets a plan's wall
-time. `spread` hands a share of a large batch to helper processes, each with its own SDK clients,
-connections and threads, and hands each result back as soon as it is made.
+A cloud listing spends most of the client's time in its SDK's CPU (5 to 20 times a bare HTTP
+request's, bench `listing`), so past a hundred or so clusters one interpreter, not the network,
+sets a plan's wall time. `spread` hands a share of a large batch to helper processes, each with
+its own SDK clients, connections and threads, and hands each result back as soon as it is made.
 
 Helpers are forked once, on Linux, while this process runs a single thread: fork copies only
 the calling thread, and a lock another thread held then would stay held in the child (macOS's
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-# Below this many items, one process's CPU for them fits within about one round trip (a hundred
-# listings at 0.5-1 ms each against 100 ms), so helpers would gain nothing.
+# Below this many items, one process's CPU for them fits within about one round trip where a
+# listing costs 0.5-1 ms (a hundred against 100 ms), so helpers would gain little.
 SPREAD_FROM = 100
 MAX_HELPERS = 3
 # Threads that hand helpers' results to `each`, one per result in flight, as a listing here runs
@@ -58,18 +58,20 @@ def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None])
         shares = [list(range(start, len(items), processes)) for start in range(processes)]
         part = 1 / processes  # of a cloud's requests at once, for each process
         runs = [_Run(helper, share, items, each) for helper, share in zip(helpers, shares[1:], strict=True)]
-        mine = shares[0]
-
-        def here() -> None:
-            if mine:
-                batch([items[i] for i in mine], lambda k, result: each(mine[k], result), part)
-
-        _run_shares(batch, runs, part, here)
+        _run_shares(batch, runs, part, functools.partial(_here, batch, items, shares[0], each, part))
     finally:
         _HELPERS.give_back(helpers)
     left = [i for run in runs for i in run.unfinished()]
-    if left:  # every other share has ended: these may take all of a cloud's requests at once
-        batch([items[i] for i in left], lambda k, result: each(left[k], result), 1.0)
+    # Every other share has ended: these may take all of a cloud's requests at once.
+    _here(batch, items, left, each, 1.0)
+
+
+def _here(
+    batch: Batch, items: Sequence[Any], indices: list[int], each: Callable[[int, Any], None], part: float
+) -> None:
+    """`batch` over items[indices] in this process, each result handed over by its index in `items`."""
+    if indices:
+        batch([items[i] for i in indices], lambda k, result: each(indices[k], result), part)
 
 
 def _run_shares(batch: Batch, runs: list[_Run], part: float, here: Callable[[], None]) -> None:
