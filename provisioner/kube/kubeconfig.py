@@ -99,11 +99,11 @@ def _stamp(config_file: str) -> tuple[tuple[str, int, int, int] | None, ...]:
     stamps = []
     for path in _paths(config_file):
         try:
-            stat = Path(path).stat()
+            info = Path(path).stat()
         except OSError:
             stamps.append(None)
             continue
-        stamps.append((path, stat.st_ino, stat.st_mtime_ns, stat.st_size))
+        stamps.append((path, info.st_ino, info.st_mtime_ns, info.st_size))
     return tuple(stamps)
 
 
