@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from provisioner.sandbox.wire import serve_in_thread
+from provisioner.sandbox.serving import serve_in_thread
 
 
 def echo(environ, start_response):
@@ -84,3 +84,79 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_timeout_without_a_wor
         handler.timeout = usual  # type: ignore[attr-defined]
         running.stop()
     assert "timed out" not in caplog.text
+
+
+def raw(server, request: bytes) -> bytes:
+    """What the server answers to `request` sent as is, read until it closes the connection."""
+    with socket.create_connection(("127.0.0.1", server.server.server_port), timeout=5) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_request_line_that_is_not_http_is_answered_400_and_the_connection_closed(server):
+    answer = raw(server, b"HELLO\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"Connection: close" in answer
+
+
+def test_a_malformed_header_line_is_answered_400(server):
+    answer = raw(server, b"GET /x HTTP/1.1\r\nHost: a\r\n folded: value\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 ")
+
+
+def test_an_http_1_0_client_gets_its_answer_and_the_connection_closed(server):
+    answer = raw(server, b"GET /old HTTP/1.0\r\n\r\n")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 201 ") and b"Connection: close" in head
+    assert json.loads(body)["path"] == "/old"
+
+
+def test_a_head_request_gets_the_length_and_no_body(server):
+    connection = http.client.HTTPConnection("127.0.0.1", server.server.server_port, timeout=5)
+    connection.request("HEAD", "/h")
+    response = connection.getresponse()
+    assert int(response.getheader("Content-Length")) > 0
+    assert response.read() == b""
+    assert ask(connection, "/after")["path"] == "/after"  # nothing of a body was left on the stream
+
+
+def test_a_client_that_expects_100_continue_is_told_to_send_its_body(server):
+    answer = raw(
+        server,
+        b"POST /e HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi",
+    )
+    assert answer.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 ")
+    assert json.loads(answer.partition(b"\r\n\r\n")[2].partition(b"\r\n\r\n")[2])["body"] == "hi"
+
+
+def test_a_header_whose_name_holds_an_underscore_cannot_pose_as_another():
+    seen = {}
+
+    def headers(environ, start_response):
+        seen.update({k: v for k, v in environ.items() if k.startswith("HTTP_X_")})
+        start_response("200 OK", [])
+        return [b""]
+
+    running = serve_in_thread(headers)
+    try:
+        raw(running, b"GET / HTTP/1.1\r\nX-Role: user\r\nX_Role: admin\r\nConnection: close\r\n\r\n")
+    finally:
+        running.stop()
+    assert seen == {"HTTP_X_ROLE": "user"}
+
+
+def test_an_emulator_that_fails_answers_500_and_logs_why(caplog):
+    def broken(environ, start_response):
+        raise RuntimeError("the emulator's own bug")
+
+    running = serve_in_thread(broken)
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", running.server.server_port, timeout=5)
+        connection.request("GET", "/")
+        assert connection.getresponse().status == 500
+    finally:
+        running.stop()
+    assert "the emulator's own bug" in caplog.text

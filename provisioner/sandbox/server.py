@@ -14,7 +14,7 @@ from provisioner.sandbox import Emulator
 from provisioner.sandbox.endpoints import remove_endpoints, write_endpoints
 from provisioner.sandbox.engine import Engine
 from provisioner.sandbox.kube import KUBECONFIG_FILE, KubeEmulator
-from provisioner.sandbox.wire import RunningServer, serve_in_thread
+from provisioner.sandbox.serving import RunningServer, serve_in_thread
 
 
 @dataclass

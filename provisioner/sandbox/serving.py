@@ -1,0 +1,238 @@
+"""The sandbox's HTTP/1.1 server: kept-alive connections, one thread each, answers in one write.
+
+Each emulator stands in for a remote API whose serving costs the tool nothing, yet here it shares
+the machine's cores with the tool that the benches measure. So requests are parsed here, in a few
+lines, not by http.server (whose header parsing goes through the email package) and werkzeug's
+development server, which cost about 60% more CPU per request (a GKE listing's, bench `plan`) and
+made the 300-cluster plan's wall time a third longer. The emulators stay WSGI apps, with
+werkzeug's requests, routing and responses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import socket
+import socketserver
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from email.utils import formatdate
+from typing import Any
+from urllib.parse import unquote_to_bytes, urlsplit
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+_MAX_LINE = 65536  # bytes in the request line or in one header line
+_MAX_HEADERS = 100
+_LOCAL_ONLY = "127.0.0.1"
+_SET_HERE = ("content-length", "connection", "date")  # response headers this server writes itself
+
+
+class _BadRequest(Exception):
+    """A request this server cannot read: answered 400, and the connection closed."""
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    daemon_threads = True
+    block_on_close = False  # a stop does not wait for idle kept-alive connections
+    allow_reuse_address = True
+    request_queue_size = 1024  # the benches open hundreds of connections at once
+
+    def __init__(self, app: WsgiApp, port: int):
+        self.app = app
+        self.open_connections: set[socket.socket] = set()
+        super().__init__((_LOCAL_ONLY, port), _Connection)
+
+    @property
+    def server_port(self) -> int:
+        return int(self.server_address[1])
+
+
+class _Connection(socketserver.StreamRequestHandler):
+    """One client's kept-alive connection: requests answered in turn until it closes."""
+
+    server: _Server
+    timeout = 60  # seconds an idle kept-alive connection holds its thread
+    # Nagle's algorithm would hold an answer back until the client's delayed ACK of the last.
+    disable_nagle_algorithm = True
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.open_connections.add(self.connection)
+
+    def finish(self) -> None:
+        self.server.open_connections.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def handle(self) -> None:
+        # An idle connection past the timeout, a client gone, or a stopped server: routine, silent.
+        with contextlib.suppress(OSError):
+            while self._answer_one():
+                pass
+
+    def _answer_one(self) -> bool:
+        """Read one request and answer it; False once the connection is to close."""
+        line = self.rfile.readline(_MAX_LINE + 1)
+        if not line:
+            return False
+        try:
+            environ = self._environ(line)
+        except _BadRequest as exc:
+            self._send("400 Bad Request", [("Content-Type", "text/plain")], str(exc).encode(), close=True)
+            return False
+        status, headers, content = self._call(environ)
+        close = (
+            environ["SERVER_PROTOCOL"] == "HTTP/1.0" or "close" in environ.get("HTTP_CONNECTION", "").lower()
+        )
+        self._send(status, headers, content, close, head=environ["REQUEST_METHOD"] == "HEAD")
+        return not close
+
+    def _environ(self, line: bytes) -> dict[str, Any]:
+        if len(line) > _MAX_LINE:
+            raise _BadRequest("the request line is too long")
+        parts = line.decode("latin-1").split()
+        if len(parts) != 3 or parts[2] not in ("HTTP/1.0", "HTTP/1.1"):
+            raise _BadRequest(f"not an HTTP/1.x request line: {line[:100]!r}")
+        method, target, protocol = parts
+        environ: dict[str, Any] = {
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http",
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+            "REQUEST_METHOD": method,
+            "SCRIPT_NAME": "",
+            "REQUEST_URI": target,
+            "RAW_URI": target,
+            "REMOTE_ADDR": self.client_address[0],
+            "REMOTE_PORT": self.client_address[1],
+            "SERVER_NAME": _LOCAL_ONLY,
+            "SERVER_PORT": str(self.server.server_port),
+            "SERVER_PROTOCOL": protocol,
+        }
+        if target.startswith(("http://", "https://")):  # absolute form: its authority is the host
+            absolute = urlsplit(target)
+            target = absolute.path + (f"?{absolute.query}" if absolute.query else "")
+            environ["HTTP_HOST"] = absolute.netloc
+        path, _, environ["QUERY_STRING"] = target.partition("?")
+        # WSGI's strings hold the raw bytes, one character each (PEP 3333).
+        environ["PATH_INFO"] = unquote_to_bytes(path).decode("latin-1")
+        for name, value in self._headers():
+            if "_" in name:  # else X-Foo_Bar could pose as X-Foo-Bar, as werkzeug guards
+                continue
+            key = name.upper().replace("-", "_")
+            if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+                key = f"HTTP_{key}"
+            environ[key] = f"{environ[key]},{value}" if key in environ else value
+        if environ.get("HTTP_EXPECT", "").lower() == "100-continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        body = self._body(environ)
+        environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
+        environ.pop("HTTP_TRANSFER_ENCODING", None)  # the body is read whole: its length is known
+        return environ
+
+    def _headers(self) -> list[tuple[str, str]]:
+        headers = []
+        while True:
+            line = self.rfile.readline(_MAX_LINE + 1)
+            if line in (b"\r\n", b"\n", b""):
+                return headers
+            if len(line) > _MAX_LINE or len(headers) == _MAX_HEADERS:
+                raise _BadRequest("the request's headers are too long")
+            name, colon, value = line.decode("latin-1").partition(":")
+            if not colon or not name or name != name.strip():  # folded lines included (RFC 9112 5.2)
+                raise _BadRequest(f"not a header line: {line[:100]!r}")
+            headers.append((name, value.strip()))
+
+    def _body(self, environ: dict[str, Any]) -> bytes:
+        """The whole body, read before answering, so that the next request starts the stream."""
+        if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            return self._dechunked()
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise _BadRequest("Content-Length is not a number") from None
+        if length < 0:
+            raise _BadRequest("Content-Length is negative")
+        return self.rfile.read(length)
+
+    def _dechunked(self) -> bytes:
+        chunks = []
+        while True:
+            size_line = self.rfile.readline(_MAX_LINE + 1)
+            try:
+                size = int(size_line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise _BadRequest(f"not a chunk size: {size_line[:100]!r}") from None
+            if size == 0:
+                self._headers()  # trailers, unused
+                return b"".join(chunks)
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline(_MAX_LINE + 1)  # the CRLF that ends the chunk
+
+    def _call(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+        started: list[Any] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            started[:] = [status, headers]
+            return lambda data: None  # every app here returns its body, none writes it
+
+        try:
+            chunks = self.server.app(environ, start_response)
+            try:
+                content = b"".join(chunks)
+            finally:
+                getattr(chunks, "close", lambda: None)()
+        except Exception:  # a bug in an emulator: answer 500 rather than hang the client
+            _log.error("an emulator failed:\n%s", traceback.format_exc())
+            return "500 Internal Server Error", [("Content-Type", "text/plain")], b"emulator error"
+        return started[0], started[1], content
+
+    def _send(
+        self, status: str, headers: list[tuple[str, str]], content: bytes, close: bool, head: bool = False
+    ) -> None:
+        """The answer in one write; to a HEAD request, the headers a GET would have had."""
+        lines = [f"HTTP/1.1 {status}", f"Date: {formatdate(usegmt=True)}"]
+        lines += [
+            f"{k}: {v}" for k, v in headers if k.lower() not in ("content-length", "connection", "date")
+        ]
+        lines.append(f"Content-Length: {len(content)}")
+        if close:
+            lines.append("Connection: close")
+        self.wfile.write("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (b"" if head else content))
+
+
+@dataclass
+class RunningServer:
+    server: _Server
+    thread: threading.Thread
+
+    @property
+    def url(self) -> str:
+        return f"http://{_LOCAL_ONLY}:{self.server.server_port}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        # A kept-alive connection would go on being answered by a stopped server.
+        for connection in list(self.server.open_connections):
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        self.thread.join()
+
+
+def serve_in_thread(app: WsgiApp, port: int = 0) -> RunningServer:
+    """Serve `app` on 127.0.0.1 (never another interface) from a daemon thread."""
+    server = _Server(app, port)
+    thread = threading.Thread(target=server.serve_forever, name=f"sandbox:{server.server_port}", daemon=True)
+    thread.start()
+    return RunningServer(server, thread)
+
+
+_log = logging.getLogger(__name__)
