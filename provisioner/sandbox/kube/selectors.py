@@ -66,4 +66,9 @@ def field_selector(
         if found["key"] not in known:
             raise BadRequest(f"field label not supported: {found['key']}")
         tests.append((found["key"], found["op"] != "!=", found["value"]))
-    return lambda obj: all((fields(obj)[key] == value) == equal for key, equal, value in tests)
+
+    def matches(obj: dict[str, Any]) -> bool:
+        values = fields(obj)
+        return all((values[key] == value) == equal for key, equal, value in tests)
+
+    return matches
