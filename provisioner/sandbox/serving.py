@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import queue
 import socket
 import socketserver
 import sys
@@ -36,16 +37,52 @@ class _BadRequest(Exception):
     """A request this server cannot read: answered 400, and the connection closed."""
 
 
-class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    block_on_close = False  # a stop does not wait for idle kept-alive connections
+class _Workers:
+    """Daemon threads that serve one connection each at a time and then wait for the next: a
+    thread started per connection costs more CPU than answering a request (a command's clients
+    connect afresh on every run). Daemon, so a connection left open never holds up an exit."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def run(self, work: Callable[[], None]) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1  # that worker takes this work, or another idle one does
+        self._work.put(work)
+        if start:
+            threading.Thread(target=self._serve, name="sandbox-connection", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self._work.get()()
+            with self._lock:
+                self._idle += 1
+
+
+class _Server(socketserver.TCPServer):
     allow_reuse_address = True
     request_queue_size = 1024  # the benches open hundreds of connections at once
 
     def __init__(self, app: WsgiApp, port: int):
         self.app = app
         self.open_connections: set[socket.socket] = set()
+        self._workers = _Workers()
         super().__init__((_LOCAL_ONLY, port), _Connection)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._workers.run(lambda: self._serve_connection(request, client_address))
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
 
     @property
     def server_port(self) -> int:
