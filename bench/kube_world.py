@@ -23,6 +23,7 @@ from provisioner.compile import CompiledCluster, CompiledFleet, compile_file, de
 from provisioner.kube.configmap import desired_document
 from provisioner.sandbox.kube.models import KubeCluster
 from provisioner.sandbox.server import Sandbox, SandboxSettings
+from provisioner.sandbox.serving import serve_alone
 
 SHARED_NODES, WHOLE_NODES = 6, 4  # 10 GPU nodes per cluster
 GPU_PODS = {"shared": 3, "whole": 1}  # per node, one GPU (or one share) each
@@ -115,6 +116,7 @@ def _serve(
 ) -> None:
     from provisioner.drivers.aks import _properties
 
+    serve_alone()
     sandbox = Sandbox(directory, SandboxSettings()).start([c.target for c in clusters])
     assert sandbox.kube is not None
     for cluster in clusters:

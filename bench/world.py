@@ -18,6 +18,7 @@ from provisioner.fleet import GkeCluster
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE
 from provisioner.sandbox.gke.models import Accelerator, Autoscaling, NodePool
 from provisioner.sandbox.server import Sandbox, SandboxSettings
+from provisioner.sandbox.serving import serve_alone
 
 POOL = (
     "      - {{name: pool-{i}, instanceType: g2-standard-8, gpu: {{sharing: time-slicing, replicas: 4}},"
@@ -93,6 +94,7 @@ def _serve(
     op_seconds: float,
     control: Connection,
 ) -> None:
+    serve_alone()
     sandbox = Sandbox(directory, SandboxSettings()).start([c.target for c in compiled.clusters])
     if created:
         for cluster in compiled.clusters:

@@ -347,9 +347,11 @@ def serve(
     from provisioner.drivers import Target
     from provisioner.fleet import load
     from provisioner.sandbox.server import Sandbox, SandboxSettings
+    from provisioner.sandbox.serving import serve_alone
 
     fleet = load(seed_fleet) if seed_fleet else None
     settings = SandboxSettings(latency_ms=latency_ms, op_seconds=op_seconds, fault_rate=fault_rate)
+    serve_alone()
     running = Sandbox(directory, settings).start(
         [Target(c.name, c.ref) for c in fleet.clusters] if fleet else ()
     )
