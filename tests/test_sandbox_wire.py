@@ -6,6 +6,8 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
+import time
 
 import pytest
 
@@ -160,3 +162,23 @@ def test_an_emulator_that_fails_answers_500_and_logs_why(caplog):
     finally:
         running.stop()
     assert "the emulator's own bug" in caplog.text
+
+
+def test_a_connection_s_thread_serves_the_next_and_every_thread_ends_when_the_server_stops():
+    before = set(threading.enumerate())
+    running = serve_in_thread(echo)
+    try:
+        for path in ("/one", "/two", "/three"):
+            connection = http.client.HTTPConnection("127.0.0.1", running.server.server_port, timeout=5)
+            ask(connection, path)
+            connection.close()
+            deadline = time.monotonic() + 5
+            while running.server.workers.idle == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)  # the server sees the close a moment later
+        started = [t for t in threading.enumerate() if t not in before and t.name == "sandbox-connection"]
+        assert len(started) == 1  # one thread served the three connections, one after another
+    finally:
+        running.stop()
+    for thread in started:
+        thread.join(timeout=5)
+    assert not any(thread.is_alive() for thread in started)

@@ -1,4 +1,5 @@
-"""The sandbox's HTTP/1.1 server: kept-alive connections, one thread each, answers in one write.
+"""The sandbox's HTTP/1.1 server: kept-alive connections, each served by a kept thread, every
+answer in one write.
 
 Each emulator stands in for a remote API whose serving costs the tool nothing, yet here it shares
 the machine's cores with the tool that the benches measure. So requests are parsed here, in a few
@@ -40,25 +41,41 @@ class _BadRequest(Exception):
 class _Workers:
     """Daemon threads that serve one connection each at a time and then wait for the next: a
     thread started per connection costs more CPU than answering a request (a command's clients
-    connect afresh on every run). Daemon, so a connection left open never holds up an exit."""
+    connect afresh on every run). A thread is started only when none is idle, so a connection
+    never waits for another to close. Daemon, so a connection left open never holds up an exit."""
 
     def __init__(self) -> None:
-        self._work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._idle = 0
+        self._started = 0
         self._lock = threading.Lock()
 
     def run(self, work: Callable[[], None]) -> None:
         with self._lock:
             start = self._idle == 0
-            if not start:
+            if start:
+                self._started += 1
+            else:
                 self._idle -= 1  # that worker takes this work, or another idle one does
         self._work.put(work)
         if start:
             threading.Thread(target=self._serve, name="sandbox-connection", daemon=True).start()
 
+    @property
+    def idle(self) -> int:
+        """Threads waiting for a connection."""
+        return self._idle
+
+    def stop(self) -> None:
+        """End every thread once its connection has closed (the server closes them all)."""
+        with self._lock:
+            for _ in range(self._started):
+                self._work.put(None)
+            self._started = 0
+
     def _serve(self) -> None:
-        while True:
-            self._work.get()()
+        while (work := self._work.get()) is not None:
+            work()
             with self._lock:
                 self._idle += 1
 
@@ -70,11 +87,11 @@ class _Server(socketserver.TCPServer):
     def __init__(self, app: WsgiApp, port: int):
         self.app = app
         self.open_connections: set[socket.socket] = set()
-        self._workers = _Workers()
+        self.workers = _Workers()
         super().__init__((_LOCAL_ONLY, port), _Connection)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        self._workers.run(lambda: self._serve_connection(request, client_address))
+        self.workers.run(lambda: self._serve_connection(request, client_address))
 
     def _serve_connection(self, request: Any, client_address: Any) -> None:
         try:
@@ -123,9 +140,8 @@ class _Connection(socketserver.StreamRequestHandler):
             self._send("400 Bad Request", [("Content-Type", "text/plain")], str(exc).encode(), close=True)
             return False
         status, headers, content = self._call(environ)
-        close = (
-            environ["SERVER_PROTOCOL"] == "HTTP/1.0" or "close" in environ.get("HTTP_CONNECTION", "").lower()
-        )
+        asked_to_close = "close" in environ.get("HTTP_CONNECTION", "").lower()
+        close = asked_to_close or environ["SERVER_PROTOCOL"] == "HTTP/1.0"
         self._send(status, headers, content, close, head=environ["REQUEST_METHOD"] == "HEAD")
         return not close
 
@@ -236,9 +252,7 @@ class _Connection(socketserver.StreamRequestHandler):
     ) -> None:
         """The answer in one write; to a HEAD request, the headers a GET would have had."""
         lines = [f"HTTP/1.1 {status}", f"Date: {formatdate(usegmt=True)}"]
-        lines += [
-            f"{k}: {v}" for k, v in headers if k.lower() not in ("content-length", "connection", "date")
-        ]
+        lines += [f"{k}: {v}" for k, v in headers if k.lower() not in _SET_HERE]
         lines.append(f"Content-Length: {len(content)}")
         if close:
             lines.append("Connection: close")
@@ -261,6 +275,7 @@ class RunningServer:
         for connection in list(self.server.open_connections):
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
+        self.server.workers.stop()
         self.thread.join()
 
 
