@@ -15,6 +15,7 @@ import contextlib
 import io
 import logging
 import queue
+import re
 import socket
 import socketserver
 import sys
@@ -32,6 +33,8 @@ _MAX_LINE = 65536  # bytes in the request line or in one header line
 _MAX_HEADERS = 100
 _LOCAL_ONLY = "127.0.0.1"
 _SET_HERE = ("content-length", "connection", "date")  # response headers this server writes itself
+_DECIMAL = re.compile(rb"[0-9]+")  # a Content-Length (RFC 9110 8.6): no sign, no 0x, no _
+_HEX = re.compile(rb"[0-9A-Fa-f]+")  # a chunk size (RFC 9112 7.1)
 
 
 class _BadRequest(Exception):
@@ -42,7 +45,8 @@ class _Workers:
     """Daemon threads that serve one connection each at a time and then wait for the next: a
     thread started per connection costs more CPU than answering a request (a command's clients
     connect afresh on every run). A thread is started only when none is idle, so a connection
-    never waits for another to close. Daemon, so a connection left open never holds up an exit."""
+    never waits for another to close; threads are kept until the server stops, as many as
+    connections were ever open at once. Daemon, so a connection left open never holds up an exit."""
 
     def __init__(self) -> None:
         self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
@@ -63,7 +67,7 @@ class _Workers:
 
     @property
     def idle(self) -> int:
-        """Threads waiting for a connection."""
+        """Threads free for the next connection."""
         return self._idle
 
     def stop(self) -> None:
@@ -71,7 +75,7 @@ class _Workers:
         with self._lock:
             for _ in range(self._started):
                 self._work.put(None)
-            self._started = 0
+            self._started = self._idle = 0
 
     def _serve(self) -> None:
         while (work := self._work.get()) is not None:
@@ -88,7 +92,26 @@ class _Server(socketserver.TCPServer):
         self.app = app
         self.open_connections: set[socket.socket] = set()
         self.workers = _Workers()
+        self._stopping = False
+        self._connections_lock = threading.Lock()
         super().__init__((_LOCAL_ONLY, port), _Connection)
+
+    def track(self, connection: socket.socket) -> bool:
+        """Count a connection as open; False once the server is stopping (it is to be closed)."""
+        with self._connections_lock:
+            if not self._stopping:
+                self.open_connections.add(connection)
+            return not self._stopping
+
+    def close_connections(self) -> None:
+        """Close every open connection, and each one accepted from now on as it is taken up: a
+        kept-alive connection would otherwise go on being answered by a stopped server."""
+        with self._connections_lock:
+            self._stopping = True
+            closing = list(self.open_connections)
+        for connection in closing:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         self.workers.run(lambda: self._serve_connection(request, client_address))
@@ -116,7 +139,9 @@ class _Connection(socketserver.StreamRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.server.open_connections.add(self.connection)
+        if not self.server.track(self.connection):
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)  # its first read ends it
 
     def finish(self) -> None:
         self.server.open_connections.discard(self.connection)
@@ -132,6 +157,8 @@ class _Connection(socketserver.StreamRequestHandler):
     def _answer_one(self) -> bool:
         """Read one request and answer it; False once the connection is to close."""
         line = self.rfile.readline(_MAX_LINE + 1)
+        if line in (b"\r\n", b"\n"):  # an empty line before a request is ignored (RFC 9112 2.2)
+            line = self.rfile.readline(_MAX_LINE + 1)
         if not line:
             return False
         try:
@@ -169,10 +196,11 @@ class _Connection(socketserver.StreamRequestHandler):
             "SERVER_PORT": str(self.server.server_port),
             "SERVER_PROTOCOL": protocol,
         }
+        authority = None
         if target.startswith(("http://", "https://")):  # absolute form: its authority is the host
             absolute = urlsplit(target)
+            authority = absolute.netloc
             target = absolute.path + (f"?{absolute.query}" if absolute.query else "")
-            environ["HTTP_HOST"] = absolute.netloc
         path, _, environ["QUERY_STRING"] = target.partition("?")
         # WSGI's strings hold the raw bytes, one character each (PEP 3333).
         environ["PATH_INFO"] = unquote_to_bytes(path).decode("latin-1")
@@ -183,7 +211,9 @@ class _Connection(socketserver.StreamRequestHandler):
             if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
                 key = f"HTTP_{key}"
             environ[key] = f"{environ[key]},{value}" if key in environ else value
-        if environ.get("HTTP_EXPECT", "").lower() == "100-continue":
+        if authority is not None:  # over the Host header (RFC 9112 3.2.2)
+            environ["HTTP_HOST"] = authority
+        if protocol == "HTTP/1.1" and environ.get("HTTP_EXPECT", "").lower() == "100-continue":
             self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = self._body(environ)
         environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
@@ -207,22 +237,19 @@ class _Connection(socketserver.StreamRequestHandler):
         """The whole body, read before answering, so that the next request starts the stream."""
         if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
             return self._dechunked()
-        try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            raise _BadRequest("Content-Length is not a number") from None
-        if length < 0:
-            raise _BadRequest("Content-Length is negative")
-        return self.rfile.read(length)
+        length = environ.get("CONTENT_LENGTH", "").encode("latin-1")
+        if length and not _DECIMAL.fullmatch(length):
+            raise _BadRequest(f"Content-Length is not a number of bytes: {length[:100]!r}")
+        return self.rfile.read(int(length or 0))
 
     def _dechunked(self) -> bytes:
         chunks = []
         while True:
             size_line = self.rfile.readline(_MAX_LINE + 1)
-            try:
-                size = int(size_line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise _BadRequest(f"not a chunk size: {size_line[:100]!r}") from None
+            digits = size_line.split(b";", 1)[0].strip()  # a chunk extension is ignored
+            if not _HEX.fullmatch(digits):
+                raise _BadRequest(f"not a chunk size: {size_line[:100]!r}")
+            size = int(digits, 16)
             if size == 0:
                 self._headers()  # trailers, unused
                 return b"".join(chunks)
@@ -250,10 +277,12 @@ class _Connection(socketserver.StreamRequestHandler):
     def _send(
         self, status: str, headers: list[tuple[str, str]], content: bytes, close: bool, head: bool = False
     ) -> None:
-        """The answer in one write; to a HEAD request, the headers a GET would have had."""
+        """The answer in one write; to a HEAD request, the headers only, with the length the app
+        gave (werkzeug's responses send no body to a HEAD, and give a GET's Content-Length)."""
         lines = [f"HTTP/1.1 {status}", f"Date: {formatdate(usegmt=True)}"]
         lines += [f"{k}: {v}" for k, v in headers if k.lower() not in _SET_HERE]
-        lines.append(f"Content-Length: {len(content)}")
+        given = [v for k, v in headers if k.lower() == "content-length"]
+        lines.append(f"Content-Length: {given[0] if head and given else len(content)}")
         if close:
             lines.append("Connection: close")
         self.wfile.write("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (b"" if head else content))
@@ -271,10 +300,7 @@ class RunningServer:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-        # A kept-alive connection would go on being answered by a stopped server.
-        for connection in list(self.server.open_connections):
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
+        self.server.close_connections()
         self.server.workers.stop()
         self.thread.join()
 

@@ -66,6 +66,8 @@ def field_selector(
         if found["key"] not in known:
             raise BadRequest(f"field label not supported: {found['key']}")
         tests.append((found["key"], found["op"] != "!=", found["value"]))
+    if not tests:
+        return lambda obj: True
 
     def matches(obj: dict[str, Any]) -> bool:
         values = fields(obj)

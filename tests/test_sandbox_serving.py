@@ -1,5 +1,6 @@
-"""The sandbox's HTTP server keeps connections alive, as the clouds' front ends do, and closes
-them when it stops, so a stopped sandbox answers nothing."""
+"""The sandbox's HTTP server (provisioner/sandbox/serving.py) keeps connections alive, as the
+clouds' front ends do, reads what HTTP/1.1 clients send or refuses it with a 400, and closes every
+connection when it stops, so a stopped sandbox answers nothing."""
 
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ def test_one_connection_carries_many_requests_bodies_included(server):
 
 
 def test_answers_are_sent_without_waiting_for_the_client_s_ack(server):
-    """Headers and body are two writes: with Nagle's algorithm on, a kept-alive connection's
-    second answer would wait for the client's delayed ACK of the first (40 ms on Linux)."""
+    """With Nagle's algorithm on, a write that follows another unacknowledged one (an answer after
+    100 Continue, the tail of an answer larger than a segment) would wait for the client's
+    delayed ACK (40 ms on Linux)."""
     connection = http.client.HTTPConnection("127.0.0.1", server.server.server_port, timeout=5)
     ask(connection, "/first")
     (accepted,) = server.server.open_connections
@@ -182,3 +184,85 @@ def test_a_connection_s_thread_serves_the_next_and_every_thread_ends_when_the_se
     for thread in started:
         thread.join(timeout=5)
     assert not any(thread.is_alive() for thread in started)
+
+
+@pytest.mark.parametrize("length", [b"-5", b"0x5", b"1_0", b"five"])
+def test_a_content_length_that_is_not_a_number_of_bytes_is_answered_400(server, length):
+    answer = raw(server, b"POST /x HTTP/1.1\r\nContent-Length: " + length + b"\r\n\r\nhello")
+    assert answer.startswith(b"HTTP/1.1 400 ")
+
+
+@pytest.mark.parametrize("size", [b"-5", b"0x5", b"zz"])
+def test_a_chunk_size_that_is_not_hexadecimal_is_answered_400(server, size):
+    request = b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\nhello\r\n0\r\n\r\n"
+    assert raw(server, request).startswith(b"HTTP/1.1 400 ")
+
+
+def test_an_absolute_target_s_authority_is_the_host():
+    seen = {}
+
+    def host(environ, start_response):
+        seen.update(host=environ["HTTP_HOST"], path=environ["PATH_INFO"], query=environ["QUERY_STRING"])
+        start_response("200 OK", [])
+        return [b""]
+
+    running = serve_in_thread(host)
+    try:
+        request = b"GET http://cloud.example/v1/p?q=1 HTTP/1.1\r\nHost: other\r\nConnection: close\r\n\r\n"
+        raw(running, request)
+    finally:
+        running.stop()
+    assert seen == {"host": "cloud.example", "path": "/v1/p", "query": "q=1"}
+
+
+def test_an_empty_line_before_a_request_is_ignored(server):
+    answer = raw(server, b"\r\nGET /after-blank HTTP/1.1\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 201 ")
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["path"] == "/after-blank"
+
+
+def test_a_head_request_to_a_werkzeug_response_gets_the_length_of_its_get():
+    from werkzeug.wrappers import Response
+
+    running = serve_in_thread(Response(b"twelve bytes"))
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", running.server.server_port, timeout=5)
+        connection.request("HEAD", "/")
+        response = connection.getresponse()
+        assert (response.getheader("Content-Length"), response.read()) == ("12", b"")
+    finally:
+        running.stop()
+
+
+def test_the_connection_serves_the_next_request_after_an_emulator_failed(caplog):
+    calls = []
+
+    def fails_once(environ, start_response):
+        calls.append(environ["PATH_INFO"])
+        if len(calls) == 1:
+            raise RuntimeError("first call fails")
+        start_response("200 OK", [])
+        return [b"fine"]
+
+    running = serve_in_thread(fails_once)
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", running.server.server_port, timeout=5)
+        connection.request("GET", "/first")
+        assert connection.getresponse().read() == b"emulator error"
+        socket_used = connection.sock
+        connection.request("GET", "/second")
+        assert connection.getresponse().read() == b"fine"
+        assert connection.sock is socket_used
+    finally:
+        running.stop()
+
+
+def test_a_connection_accepted_as_the_server_stops_is_closed_too():
+    running = serve_in_thread(echo)
+    running.server.close_connections()  # the stop's last step before its workers end
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", running.server.server_port, timeout=5)
+        with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
+            ask(connection, "/late")
+    finally:
+        running.stop()
