@@ -43,27 +43,45 @@ DELIVERY_THREADS = 256
 Batch = Callable[[Sequence[Any], Callable[[int, Any], None], float], None]
 
 
-def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None]) -> None:
+def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None], here: float = 1.0) -> None:
     """Run `batch` over `items`, shared between this process and its helpers when the items are
     many; each(index, result) runs here for every item, as its result comes in (from a helper, on
     a thread of this process). An error a share raised is raised here once every share has ended
     and been handed over; Ctrl-C stops the helpers at once (their work is reads). A helper that
-    dies, or items that cannot be sent to one, are done in this process afterwards."""
+    dies, or items that cannot be sent to one, are done in this process afterwards.
+
+    `here` is this process's share beside a helper's (1: as many items): less where `each` does
+    work of its own for every result, which only this process can do."""
     helpers = _HELPERS.claim(len(items))
     try:
         if helpers and not _sendable(batch):
             _HELPERS.give_back(helpers)  # what it needs cannot cross to another process
             helpers = []
-        processes = len(helpers) + 1
-        shares = [list(range(start, len(items), processes)) for start in range(processes)]
-        part = 1 / processes  # of a cloud's requests at once, for each process
-        runs = [_Run(helper, share, items, each) for helper, share in zip(helpers, shares[1:], strict=True)]
-        _run_shares(batch, runs, part, functools.partial(_here, batch, items, shares[0], each, part))
+        weights = [here] + [1.0] * len(helpers)
+        shares = _shares(len(items), weights)
+        # Of a cloud's requests at once, each process takes the part its share is of the items.
+        parts = [w / sum(weights) for w in weights]
+        runs = [
+            _Run(helper, share, items, each, part)
+            for helper, share, part in zip(helpers, shares[1:], parts[1:], strict=True)
+        ]
+        _run_shares(batch, runs, functools.partial(_here, batch, items, shares[0], each, parts[0]))
     finally:
         _HELPERS.give_back(helpers)
     left = [i for run in runs for i in run.unfinished()]
     # Every other share has ended: these may take all of a cloud's requests at once.
     _here(batch, items, left, each, 1.0)
+
+
+def _shares(count: int, weights: list[float]) -> list[list[int]]:
+    """Item indices for each process, in proportion to `weights` and interleaved (each share a
+    mix of the whole, as the fleet's order groups clusters by cloud or region): each item goes to
+    the process furthest below its proportion."""
+    shares: list[list[int]] = [[] for _ in weights]
+    for index in range(count):
+        behind = min(range(len(weights)), key=lambda k: (len(shares[k]) + 1) / weights[k])
+        shares[behind].append(index)
+    return shares
 
 
 def _here(
@@ -74,11 +92,11 @@ def _here(
         batch([items[i] for i in indices], lambda k, result: each(indices[k], result), part)
 
 
-def _run_shares(batch: Batch, runs: list[_Run], part: float, here: Callable[[], None]) -> None:
+def _run_shares(batch: Batch, runs: list[_Run], here: Callable[[], None]) -> None:
     """Start the helpers' shares, do this process's (`here`), and wait for every share to end."""
     try:
         for run in runs:
-            run.start(batch, part)
+            run.start(batch)
         here()
     except Exception:
         for run in runs:
@@ -128,15 +146,16 @@ class _Run:
     share: list[int]  # indices into items
     items: Sequence[Any]
     each: Callable[[int, Any], None]
+    part: float  # of a cloud's requests at once
     done: set[int] = field(default_factory=set)
     error: BaseException | None = None
     reader: threading.Thread | None = None
     deliveries: list[Future[None]] = field(default_factory=list)
     unsent: bool = False
 
-    def start(self, batch: Batch, part: float) -> None:
+    def start(self, batch: Batch) -> None:
         try:
-            self.helper.connection.send((batch, [self.items[i] for i in self.share], part))
+            self.helper.connection.send((batch, [self.items[i] for i in self.share], self.part))
         except OSError:  # the helper has died
             self.helper.alive = False
             return

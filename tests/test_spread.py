@@ -21,7 +21,7 @@ from provisioner.compile import compile_file
 from provisioner.errors import CloudError
 from provisioner.observe import Drivers, Observation, observe
 from provisioner.sandbox.server import Sandbox, SandboxSettings
-from provisioner.spread import SPREAD_FROM, _helper_count
+from provisioner.spread import SPREAD_FROM, _helper_count, _shares
 
 PROLOGUE = """\
 import json, os, sys, threading
@@ -75,6 +75,25 @@ def test_a_large_batch_is_shared_with_helpers_each_result_coming_back_once(tmp_p
     assert {part for _, _, part in out["results"].values()} == {1 / len(processes)}  # of requests at once
     if cores() > 1:
         assert len(processes) > 1
+
+
+def test_a_process_that_handles_each_result_takes_a_smaller_share(tmp_path):
+    out = run_script("spread(square, list(range(300)), keep, here=0.5)\nreport()\n", tmp_path)
+    assert sorted(out["results"]) == list(range(300))
+    helpers = _helper_count()
+    here = [part for _, pid, part in out["results"].values() if pid == out["parent"]]
+    assert abs(len(here) - 300 * 0.5 / (0.5 + helpers)) <= 1
+    assert set(here) == {0.5 / (0.5 + helpers)}  # its part of a cloud's requests at once, as of the items
+    elsewhere = {part for _, pid, part in out["results"].values() if pid != out["parent"]}
+    assert elsewhere == ({1 / (0.5 + helpers)} if helpers else set())
+
+
+def test_shares_follow_their_weights_each_a_mix_of_the_whole():
+    assert _shares(6, [1.0, 1.0]) == [[0, 2, 4], [1, 3, 5]]  # even: in turn
+    uneven = _shares(300, [0.5, 1.0, 1.0])
+    assert sorted(i for share in uneven for i in share) == list(range(300))
+    assert [len(share) for share in uneven] == [60, 120, 120]
+    assert all(max(share) - min(share) > 250 for share in uneven)  # each spans the items
 
 
 def test_a_small_batch_stays_in_this_process(tmp_path):
