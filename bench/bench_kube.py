@@ -26,7 +26,7 @@ from provisioner.cli import main
 CLUSTERS = 100
 LATENCY_MS = 100.0
 GPU_NODES = kube_world.SHARED_NODES + kube_world.WHOLE_NODES
-RUNS = 5
+RUNS = 9  # of each command: a 2-core machine shared with the API servers is noisy
 # Sandboxes serving the clusters, each in its own process: a fleet's API servers answer at the same
 # time, one Python process would answer them one after another; more than 2 would only share 2 cores.
 SANDBOX_PROCESSES = 2
