@@ -293,9 +293,19 @@ class Store:
         if not fresh:
             return
         ids, stamp = [c for c, _ in fresh], now()
-        pools = [
-            _pool_values(c, p, w.observed_at, p.state.name in w.adopted) for c, w in fresh for p in w.pools
-        ]
+        # A cluster whose live rows already hold what was listed, no more and no less, is only
+        # seen again (its pools' last_seen moves): a stable fleet's nightly sync would otherwise
+        # rewrite every pool row as it was.
+        stored: dict[int, dict[str, tuple[Any, ...]]] = {}
+        for row in conn.execute(self._sql.live_pools, {"cids": ids}):
+            stored.setdefault(row.cluster_id, {})[row.name] = tuple(row[1:])
+        pools, seen_again = [], []
+        for c, w in fresh:
+            listed = [_pool_values(c, p, w.observed_at, p.state.name in w.adopted) for p in w.pools]
+            if not w.adopted and stored.get(c, {}) == {v["name"]: _listed(v) for v in listed}:
+                seen_again.append(c)
+            else:
+                pools += listed
         with _pipelined(conn):  # none of these returns rows
             conn.execute(
                 self._sql.cluster_ok,
@@ -303,6 +313,8 @@ class Store:
             )
             if pools:
                 conn.execute(self._sql.pool_upsert, pools)
+            if seen_again:
+                conn.execute(self._sql.pools_seen, {"cids": seen_again})
             if unasked := [c for c, w in fresh if w.allocation is None]:
                 conn.execute(self._sql.allocation_stale, {"cids": unasked})
             if allocation := [row for c, w in fresh for row in _allocation_rows(c, w)]:
@@ -544,6 +556,16 @@ class _Statements:
             .values(deleted_at=listed_at)
         )
         self.drift_clear = delete(DriftRow).where(DriftRow.cluster_id.in_(clusters))
+        # What the batch's clusters hold now, to leave the rows a listing would not change.
+        self.live_pools = select(
+            PoolRow.cluster_id, *(PoolRow.__table__.c[column] for column in _LISTED)
+        ).where(PoolRow.cluster_id.in_(clusters), PoolRow.deleted_at.is_(None))
+        # Seen again as they were: at their cluster's listing time, once cluster_ok has stored it.
+        self.pools_seen = (
+            update(PoolRow)
+            .where(PoolRow.cluster_id.in_(clusters), PoolRow.deleted_at.is_(None))
+            .values(last_seen=listed_at)
+        )
         self.allocation = (
             update(PoolRow)
             .where(PoolRow.cluster_id == bindparam("cid"), PoolRow.name == bindparam("pool"))
@@ -578,6 +600,11 @@ _LISTED = tuple(
     for c in PoolRow.__table__.columns
     if c.name not in ("id", "cluster_id", "first_seen", "last_seen", "deleted_at", *_KEPT)
 )
+
+
+def _listed(values: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A pool's listed columns, in live_pools' order, from its _pool_values."""
+    return tuple(values[column] for column in _LISTED)
 
 
 def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime, adopted: bool) -> dict[str, Any]:
