@@ -73,9 +73,9 @@ def run() -> list[Figure]:
             figures.append(
                 Figure(
                     name,
-                    round(wall, 2),
+                    round(wall, 3),
                     "s",
-                    round(floor, 2),
+                    round(floor, 3),
                     "floor: the same listings alone, nothing written",
                 )
             )

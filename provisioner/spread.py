@@ -52,6 +52,8 @@ def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None],
 
     `here` is this process's share beside a helper's (1: as many items): less where `each` does
     work of its own for every result, which only this process can do."""
+    if here <= 0:
+        raise ValueError(f"this process's share must be above 0, not {here}")
     helpers = _HELPERS.claim(len(items))
     try:
         if helpers and not _sendable(batch):

@@ -426,3 +426,10 @@ def test_verify_and_inspect_of_a_large_fleet_read_through_helpers_as_in_one_proc
     assert len({(n["cluster"], n["node"]) for n in inspected["nodes"]}) == SPREAD_FROM
     assert not inspected["errors"]
     assert {n["pool"] for n in inspected["nodes"]} == {"cgpu"}  # named from the cloud's listing
+
+
+def test_a_share_of_nothing_for_this_process_is_refused():
+    from provisioner.spread import spread
+
+    with pytest.raises(ValueError, match="above 0"):
+        spread(lambda items, emit, part: None, [1, 2], lambda index, result: None, here=0)

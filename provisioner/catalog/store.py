@@ -296,13 +296,15 @@ class Store:
         # A cluster whose live rows already hold what was listed, no more and no less, is only
         # seen again (its pools' last_seen moves): a stable fleet's nightly sync would otherwise
         # rewrite every pool row as it was.
-        stored: dict[int, dict[str, tuple[Any, ...]]] = {}
+        held: dict[int, dict[str, tuple[Any, ...]]] = {}
         for row in conn.execute(self._sql.live_pools, {"cids": ids}):
-            stored.setdefault(row.cluster_id, {})[row.name] = tuple(row[1:])
+            held.setdefault(row.cluster_id, {})[row.name] = tuple(row[1:])
         pools, seen_again = [], []
         for c, w in fresh:
             listed = [_pool_values(c, p, w.observed_at, p.state.name in w.adopted) for p in w.pools]
-            if not w.adopted and stored.get(c, {}) == {v["name"]: _listed(v) for v in listed}:
+            as_held = {v["name"]: _listed(v) for v in listed}
+            # A name listed twice goes to the upsert, which refuses it as before.
+            if not w.adopted and len(as_held) == len(listed) and held.get(c, {}) == as_held:
                 seen_again.append(c)
             else:
                 pools += listed
@@ -542,12 +544,16 @@ class _Statements:
                 "adopted_at": adopted,
             },
         )
-        # Each runs once for a batch's clusters (`cids`), after their listing time is stored.
         clusters = bindparam("cids", expanding=True)
+        # What the batch's clusters hold now, read first: rows a listing would not change are left.
+        self.live_pools = select(
+            PoolRow.cluster_id, *(PoolRow.__table__.c[column] for column in _LISTED)
+        ).where(PoolRow.cluster_id.in_(clusters), PoolRow.deleted_at.is_(None))
+        # Each runs once for a batch's clusters (`cids`), after their listing time is stored.
         listed_at = (
             select(ClusterRow.observed_at).where(ClusterRow.id == PoolRow.cluster_id).scalar_subquery()
         )
-        # Gone: the listing's upsert did not touch it, so it was last seen before its cluster's listing.
+        # Gone: neither the upsert nor pools_seen moved its last_seen to its cluster's listing time.
         self.pools_gone = (
             update(PoolRow)
             .where(
@@ -556,10 +562,6 @@ class _Statements:
             .values(deleted_at=listed_at)
         )
         self.drift_clear = delete(DriftRow).where(DriftRow.cluster_id.in_(clusters))
-        # What the batch's clusters hold now, to leave the rows a listing would not change.
-        self.live_pools = select(
-            PoolRow.cluster_id, *(PoolRow.__table__.c[column] for column in _LISTED)
-        ).where(PoolRow.cluster_id.in_(clusters), PoolRow.deleted_at.is_(None))
         # Seen again as they were: at their cluster's listing time, once cluster_ok has stored it.
         self.pools_seen = (
             update(PoolRow)
