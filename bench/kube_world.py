@@ -9,7 +9,6 @@ and two daemonset pods on every node. All of it is seeded before latency is swit
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import tempfile
 from dataclasses import dataclass
@@ -116,7 +115,6 @@ def _serve(
 ) -> None:
     from provisioner.drivers.aks import _properties
 
-    serve_alone()
     sandbox = Sandbox(directory, SandboxSettings()).start([c.target for c in clusters])
     assert sandbox.kube is not None
     for cluster in clusters:
@@ -127,9 +125,7 @@ def _serve(
         _seed_cluster(sandbox.kube.cluster(cluster.name), cluster)
     for emulator in (*sandbox.emulators.values(), sandbox.kube):
         emulator.app.latency = latency_ms / 1000
-    # The seeded state and the emulators' imports, out of this process's full collections: an
-    # API server does not pause 50-100 ms to walk them while it answers.
-    gc.freeze()
+    serve_alone()
     control.send("ready")
     control.recv()  # "stop"
     sandbox.stop()

@@ -94,7 +94,6 @@ def _serve(
     op_seconds: float,
     control: Connection,
 ) -> None:
-    serve_alone()
     sandbox = Sandbox(directory, SandboxSettings()).start([c.target for c in compiled.clusters])
     if created:
         for cluster in compiled.clusters:
@@ -106,6 +105,7 @@ def _serve(
         engine.op_seconds = op_seconds
     for emulator in sandbox.emulators.values():
         emulator.app.latency = latency_ms / 1000  # type: ignore[attr-defined]
+    serve_alone()
     control.send("ready")
     control.recv()  # "stop"
     sandbox.stop()

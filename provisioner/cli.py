@@ -351,10 +351,10 @@ def serve(
 
     fleet = load(seed_fleet) if seed_fleet else None
     settings = SandboxSettings(latency_ms=latency_ms, op_seconds=op_seconds, fault_rate=fault_rate)
-    serve_alone()
     running = Sandbox(directory, settings).start(
         [Target(c.name, c.ref) for c in fleet.clusters] if fleet else ()
     )
+    serve_alone()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     for cloud, url in running.endpoints.items():

@@ -12,6 +12,7 @@ werkzeug's requests, routing and responses.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import logging
 import queue
@@ -306,12 +307,17 @@ class RunningServer:
 
 
 def serve_alone() -> None:
-    """Tune this process for serving the sandbox and nothing else (`sandbox serve`, a bench's
-    emulator process): hand the interpreter lock between threads every 20 ms, not 5. Hundreds of
-    connections' threads wake together once their latency has passed, and at 5 ms they take the
-    lock from each other mid-request: about 15% more CPU for the same answers (bench `kube`). Never
-    in a process that also runs the tool, whose threads would wait longer for the lock."""
+    """Tune this process, its sandbox started and seeded, for serving it and nothing else
+    (`sandbox serve`, a bench's emulator process). Never in a process that also runs the tool.
+
+    - The interpreter lock passes between threads every 20 ms, not 5: hundreds of connections'
+      threads wake together once their latency has passed, and at 5 ms they take the lock from
+      each other mid-request, about 15% more CPU for the same answers (bench `kube`).
+    - What the process holds now (the seeded state, the imports) is kept out of full garbage
+      collections: one that walked a 300-cluster sandbox paused every answer for 50-80 ms, a
+      plan's listings all waiting on it (bench `plan`)."""
     sys.setswitchinterval(0.02)
+    gc.freeze()
 
 
 def serve_in_thread(app: WsgiApp, port: int = 0) -> RunningServer:
