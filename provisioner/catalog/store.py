@@ -20,13 +20,16 @@ from typing import Any, TypeVar
 from sqlalchemy import (
     Connection,
     Engine,
+    Integer,
     and_,
+    any_,
     bindparam,
     case,
     create_engine,
     delete,
     event,
     exc,
+    func,
     select,
     text,
     update,
@@ -100,6 +103,7 @@ class _PendingWrite:
         self.observed_at, self.allocation, self.adopted = observed_at, allocation, adopted
         self.done = threading.Event()
         self.stored = False
+        self.previous: datetime | None = None  # the listing time its cluster had before this one
         self.error: BaseException | None = None
 
 
@@ -151,8 +155,9 @@ class Store:
             _dropped_in_forked_children(self.engine)
         # Reads go through this: on SQLite they take no write lock, so they never wait for one another.
         self.reads = self.engine.execution_options(**{READS_ONLY: True})
-        self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
-        self._sql = _Statements(self._insert)
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        self._insert = dialect.insert
+        self._sql = _Statements(dialect)
         # One writer per process, writing in one transaction every listing queued meanwhile: SQLite
         # takes one writer at a time anyway (better queued here than polling its lock), and on
         # PostgreSQL one commit for many clusters beats a commit (a WAL flush) for each.
@@ -248,28 +253,32 @@ class Store:
         """Write every queued cluster in one transaction (one commit, one fsync, for all the
         clusters that queued meanwhile, so a sync's many listings are not written one disk flush
         at a time behind SQLite's single writer), in a few statements that each cover them all.
-        Should one cluster's rows fail, each is written again in its own savepoint: the failing
-        one rolls back alone and its caller gets the error, as with a transaction of its own."""
+        Should a statement fail, that transaction rolls back and each cluster is written again in
+        its own savepoint of the next: the failing one rolls back alone and its caller gets the
+        error, as with a transaction of its own."""
         with self._queue_lock:
             batch, self._queue[:] = list(self._queue), []
         if not batch:
             return
         try:
-            with self.engine.begin() as conn:
+            # One upsert may not touch a row twice; a later listing must see the earlier's.
+            if len({w.identity.name for w in batch}) == len(batch):
                 try:
-                    if len({w.identity.name for w in batch}) < len(batch):
-                        # One upsert may not touch a row twice; a later listing must see the earlier's.
-                        raise _OneByOne
-                    with conn.begin_nested():
-                        self._write_together(conn, batch)
-                except (exc.SQLAlchemyError, _OneByOne):
-                    for write in batch:
-                        try:
-                            with conn.begin_nested():
-                                self._write_together(conn, [write])
-                        except exc.SQLAlchemyError as error:
-                            write.error = error
+                    with self.engine.connect() as conn:
+                        self._write_together(conn, batch, counted=True)
+                        conn.commit()
+                    return
+                except exc.SQLAlchemyError:
+                    pass  # nothing of the batch was written: now each cluster on its own
+            with self.engine.connect() as conn:
+                for write in batch:
+                    try:
+                        with conn.begin_nested():
+                            self._write_together(conn, [write])
+                    except exc.SQLAlchemyError as error:
+                        write.error = error
                 conn.execute(self._sql.changed)  # last: its row lock is held only until the commit
+                conn.commit()
         except BaseException as error:  # the commit failed: nothing in the batch was written
             for write in batch:
                 write.error = write.error or error
@@ -279,52 +288,76 @@ class Store:
             for write in batch:
                 write.done.set()
 
-    def _write_together(self, conn: Connection, batch: Sequence[_PendingWrite]) -> None:
+    def _write_together(
+        self, conn: Connection, batch: Sequence[_PendingWrite], counted: bool = False
+    ) -> None:
         """The batch's listings, each statement once over all its clusters; `stored` says, per
-        listing, whether it was written (not when a newer listing of its cluster is stored)."""
+        listing, whether it was written (not when a newer listing of its cluster is stored).
+        `counted`: the batch is the whole transaction, and the change is counted here, in the
+        same round trip as every other statement that returns no rows."""
         upserted = conn.execute(self._sql.cluster_upsert, [_cluster_values(w.identity) for w in batch])
         stored = {row.name: (row.id, utc(row.observed_at)) for row in upserted}
         fresh = []
         for write in batch:
-            cluster_id, at = stored[write.identity.name]
-            write.stored = at is None or at <= write.observed_at  # else a newer listing is stored
+            cluster_id, write.previous = stored[write.identity.name]
+            # Else a newer listing is stored.
+            write.stored = write.previous is None or write.previous <= write.observed_at
             if write.stored:
                 fresh.append((cluster_id, write))
-        if not fresh:
-            return
-        ids, stamp = [c for c, _ in fresh], now()
-        # A cluster whose live rows already hold what was listed, no more and no less, is only
-        # seen again (its pools' last_seen moves): a stable fleet's nightly sync would otherwise
-        # rewrite every pool row as it was.
+        pools, rewritten = self._compared(conn, fresh) if fresh else ([], [])
+        with _pipelined(conn):  # none of these returns rows
+            if fresh:
+                self._write_fresh(conn, fresh, pools, rewritten)
+            if counted:
+                conn.execute(self._sql.changed)  # last: its row lock is held only until the commit
+
+    def _compared(
+        self, conn: Connection, fresh: Sequence[tuple[int, _PendingWrite]]
+    ) -> tuple[list[dict[str, Any]], list[tuple[int, _PendingWrite]]]:
+        """The pool rows to upsert, and the clusters that held live pools and whose rows they
+        are. A cluster whose live rows already hold what was listed, no more and no less, is
+        left as it is: its pools are seen again by its new listing time alone (_pools_query), so
+        a stable fleet's nightly sync rewrites no pool row."""
         held: dict[int, dict[str, tuple[Any, ...]]] = {}
-        for row in conn.execute(self._sql.live_pools, {"cids": ids}):
+        for row in conn.execute(self._sql.live_pools, {"cids": [c for c, _ in fresh]}):
             held.setdefault(row.cluster_id, {})[row.name] = tuple(row[1:])
-        pools, seen_again = [], []
+        pools, rewritten = [], []
         for c, w in fresh:
             listed = [_pool_values(c, p, w.observed_at, p.state.name in w.adopted) for p in w.pools]
             as_held = {v["name"]: _listed(v) for v in listed}
             # A name listed twice goes to the upsert, which refuses it as before.
-            if not w.adopted and len(as_held) == len(listed) and held.get(c, {}) == as_held:
-                seen_again.append(c)
-            else:
+            if w.adopted or len(as_held) != len(listed) or held.get(c, {}) != as_held:
                 pools += listed
-        with _pipelined(conn):  # none of these returns rows
+                if c in held:
+                    rewritten.append((c, w))
+        return pools, rewritten
+
+    def _write_fresh(
+        self,
+        conn: Connection,
+        fresh: Sequence[tuple[int, _PendingWrite]],
+        pools: Sequence[dict[str, Any]],
+        rewritten: Sequence[tuple[int, _PendingWrite]],
+    ) -> None:
+        ids, stamp = [c for c, _ in fresh], now()
+        conn.execute(
+            self._sql.cluster_ok,
+            [{"cid": c, "observed_at": w.observed_at, "now": stamp} for c, w in fresh],
+        )
+        if pools:
+            conn.execute(self._sql.pool_upsert, pools)
+        if rewritten:
             conn.execute(
-                self._sql.cluster_ok,
-                [{"cid": c, "observed_at": w.observed_at, "now": stamp} for c, w in fresh],
+                self._sql.pools_gone,
+                [{"cid": c, "listed_at": w.observed_at, "before": w.previous} for c, w in rewritten],
             )
-            if pools:
-                conn.execute(self._sql.pool_upsert, pools)
-            if seen_again:
-                conn.execute(self._sql.pools_seen, {"cids": seen_again})
-            if unasked := [c for c, w in fresh if w.allocation is None]:
-                conn.execute(self._sql.allocation_stale, {"cids": unasked})
-            if allocation := [row for c, w in fresh for row in _allocation_rows(c, w)]:
-                conn.execute(self._sql.allocation, allocation)
-            conn.execute(self._sql.pools_gone, {"cids": ids})
-            conn.execute(self._sql.drift_clear, {"cids": ids})
-            if drift := [row for c, w in fresh for row in _drift_rows(c, w)]:
-                conn.execute(self._sql.drift_insert, drift)
+        if unasked := [c for c, w in fresh if w.allocation is None]:
+            conn.execute(self._sql.allocation_stale, {"cids": unasked})
+        if allocation := [row for c, w in fresh for row in _allocation_rows(c, w)]:
+            conn.execute(self._sql.allocation, allocation)
+        conn.execute(self._sql.drift_clear, {"cids": ids})
+        if drift := [row for c, w in fresh for row in _drift_rows(c, w)]:
+            conn.execute(self._sql.drift_insert, drift)
 
     def record_failure(self, identity: ClusterIdentity, error: str) -> None:
         """The cluster could not be listed: keep every pool row, record the error."""
@@ -462,10 +495,6 @@ def _pipelined(conn: Connection) -> Iterator[None]:
         raise failed
 
 
-class _OneByOne(Exception):
-    """A batch that cannot be written in shared statements: its clusters are written one by one."""
-
-
 def _cluster_values(identity: ClusterIdentity) -> dict[str, Any]:
     return {**vars(identity), "status": "new"}
 
@@ -497,10 +526,22 @@ def _drift_rows(cluster_id: int, write: _PendingWrite) -> list[dict[str, Any]]:
     ]
 
 
+def _in_batch(dialect: Any) -> Callable[[Any], Any]:
+    """`column` is one of the batch's clusters (`cids`). On PostgreSQL, one array parameter: the
+    statement's text is then the same for every batch, and psycopg parses a text once (an IN list
+    of a hundred parameters is parsed anew, in Python, at every execution)."""
+    if dialect is postgresql:
+        ids = bindparam("cids", type_=postgresql.ARRAY(Integer))
+        return lambda column: column == any_(ids)
+    ids = bindparam("cids", expanding=True)
+    return lambda column: column.in_(ids)
+
+
 class _Statements:
     """The writes, built once per store: building an upsert costs more CPU than running it."""
 
-    def __init__(self, insert: Any):
+    def __init__(self, dialect: Any):
+        insert = dialect.insert
         identity = ("name", "cloud", "account", "location", "cluster", "in_fleet")
         cluster = insert(ClusterRow)
         # On PostgreSQL the update takes the cluster row's lock until the transaction ends.
@@ -544,30 +585,24 @@ class _Statements:
                 "adopted_at": adopted,
             },
         )
-        clusters = bindparam("cids", expanding=True)
+        in_batch = _in_batch(dialect)
         # What the batch's clusters hold now, read first: rows a listing would not change are left.
         self.live_pools = select(
             PoolRow.cluster_id, *(PoolRow.__table__.c[column] for column in _LISTED)
-        ).where(PoolRow.cluster_id.in_(clusters), PoolRow.deleted_at.is_(None))
-        # Each runs once for a batch's clusters (`cids`), after their listing time is stored.
-        listed_at = (
-            select(ClusterRow.observed_at).where(ClusterRow.id == PoolRow.cluster_id).scalar_subquery()
-        )
-        # Gone: neither the upsert nor pools_seen moved its last_seen to its cluster's listing time.
+        ).where(in_batch(PoolRow.cluster_id), PoolRow.deleted_at.is_(None))
+        # Gone: a live pool of a rewritten cluster that the upsert did not write (its last_seen is
+        # older than this listing). It was last seen in the cluster's listing before this one.
+        listed_at = bindparam("listed_at")
         self.pools_gone = (
             update(PoolRow)
             .where(
-                PoolRow.cluster_id.in_(clusters), PoolRow.deleted_at.is_(None), PoolRow.last_seen < listed_at
+                PoolRow.cluster_id == bindparam("cid"),
+                PoolRow.deleted_at.is_(None),
+                PoolRow.last_seen < listed_at,
             )
-            .values(deleted_at=listed_at)
+            .values(deleted_at=listed_at, last_seen=func.coalesce(bindparam("before"), PoolRow.last_seen))
         )
-        self.drift_clear = delete(DriftRow).where(DriftRow.cluster_id.in_(clusters))
-        # Seen again as they were: at their cluster's listing time, once cluster_ok has stored it.
-        self.pools_seen = (
-            update(PoolRow)
-            .where(PoolRow.cluster_id.in_(clusters), PoolRow.deleted_at.is_(None))
-            .values(last_seen=listed_at)
-        )
+        self.drift_clear = delete(DriftRow).where(in_batch(DriftRow.cluster_id))
         self.allocation = (
             update(PoolRow)
             .where(PoolRow.cluster_id == bindparam("cid"), PoolRow.name == bindparam("pool"))
@@ -581,7 +616,7 @@ class _Statements:
         )
         self.allocation_stale = (
             update(PoolRow)
-            .where(PoolRow.cluster_id.in_(clusters), PoolRow.allocation_at.is_not(None))
+            .where(in_batch(PoolRow.cluster_id), PoolRow.allocation_at.is_not(None))
             .values(allocation_stale=True)
         )
         self.drift_insert = insert(DriftRow).inline()
@@ -622,13 +657,17 @@ def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime, ado
 
 
 def _pools_query() -> Any:
-    """Pool rows with their cluster's name, cloud and status, in cluster then pool order."""
+    """Pool rows with their cluster's name, cloud and status, in cluster then pool order. A live
+    pool was last seen when its cluster was last listed: its row's last_seen only says when the
+    row was last written (see Store._compared); a gone pool's says when it was last listed."""
+    last_seen = case((PoolRow.deleted_at.is_(None), ClusterRow.observed_at), else_=PoolRow.last_seen)
     return (
         select(
             ClusterRow.name.label("cluster"),
             ClusterRow.cloud,
             ClusterRow.status.label("cluster_status"),
-            *PoolRow.__table__.columns,
+            *(c for c in PoolRow.__table__.columns if c.name != "last_seen"),
+            last_seen.label("last_seen"),
         )
         .join(PoolRow, PoolRow.cluster_id == ClusterRow.id)
         .order_by(ClusterRow.name, PoolRow.name)

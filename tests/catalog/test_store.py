@@ -9,6 +9,7 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -405,8 +406,8 @@ def test_on_sqlite_reads_never_wait_for_a_writer(tmp_path: Path):
 
 
 def test_a_listing_that_changes_nothing_rewrites_no_pool_row_yet_each_is_seen_again(catalog_url: str):
-    """A stable fleet's nightly sync: the rows stay as they were (ids, first_seen), last_seen
-    moves; a pool that changed is written and one that is gone is marked gone, as ever."""
+    """A stable fleet's nightly sync: no pool row is written, yet their last_seen moves; a pool
+    that changed is written and one that is gone is marked gone, last seen in the listing before."""
     import dataclasses
 
     from sqlalchemy import event
@@ -424,7 +425,8 @@ def test_a_listing_that_changes_nothing_rewrites_no_pool_row_yet_each_is_seen_ag
     statements: list[str] = []
     event.listen(store.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
     store.record_cluster(who, pools, [], start + timedelta(hours=1))
-    assert not [s for s in statements if s.lstrip().upper().startswith("INSERT INTO POOLS")]
+    written = [s for s in statements if s.lstrip().upper().startswith(("INSERT INTO POOLS", "UPDATE POOLS"))]
+    assert all("allocation_stale" in s for s in written), written  # (no allocation was asked)
     again = {p["pool"]: p for p in store.pools_ever("c")}
     assert again == {
         name: {**row, "last_seen": (start + timedelta(hours=1)).isoformat()} for name, row in before.items()
@@ -440,5 +442,69 @@ def test_a_listing_that_changes_nothing_rewrites_no_pool_row_yet_each_is_seen_ag
     assert now_rows[pools[1].state.name]["last_seen"] == later.isoformat()
     assert now_rows[pools[1].state.name]["deleted_at"] is None
     assert all(now_rows[p.state.name]["deleted_at"] == later.isoformat() for p in pools[2:])
+    seen_before = (start + timedelta(hours=1)).isoformat()
+    assert all(now_rows[p.state.name]["last_seen"] == seen_before for p in pools[2:])
     assert now_rows[pools[0].state.name]["deleted_at"] is None
     assert now_rows[pools[0].state.name]["max_nodes"] == bigger.max
+
+
+@pytest.mark.parametrize("catalog_url", ["postgresql"], indirect=True)
+def test_on_postgresql_a_batch_takes_six_round_trips_whatever_its_size(catalog_url: str, tmp_path: Path):
+    """Each round trip of the writer is a wait for the database and, in a process busy listing,
+    for the interpreter lock after it. A batch, its clusters seen again or rewritten, takes six:
+    the pooled connection's liveness check, BEGIN, the clusters' upsert, the read of their rows,
+    every other statement at once, and COMMIT. libpq's own trace counts them (a ReadyForQuery
+    ends each)."""
+    import dataclasses
+
+    from psycopg import pq
+    from sqlalchemy import event
+
+    store = Store(catalog_url)
+    store.migrate()
+    pools = observed()
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    names = [f"c{i}" for i in range(12)]
+    for name in names:
+        store.record_cluster(ClusterIdentity(name, "gke", "p", "l", name), pools, [], start)
+    store.engine.dispose()
+    connections: list[Any] = []
+    event.listen(
+        store.engine.pool, "connect", lambda dbapi_connection, _: connections.append(dbapi_connection)
+    )
+    with store.engine.connect():  # the one connection the writer will take from the pool
+        pass
+    trace = tmp_path / "libpq.trace"
+
+    def round_trips(listed: list[ObservedPool], when: datetime) -> int:
+        (pgconn,) = [c.pgconn for c in connections]
+        with trace.open("w") as out:
+            pgconn.trace(out.fileno())
+            pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+            blocker = threading.Lock()
+            blocker.acquire()
+            store._writer = _Holding(blocker, store._writer)
+            threads = [
+                threading.Thread(
+                    target=store.record_cluster,
+                    args=(ClusterIdentity(n, "gke", "p", "l", n), listed, [], when),
+                )
+                for n in names
+            ]
+            for thread in threads:
+                thread.start()
+            while len(store._queue) < len(names):
+                threading.Event().wait(0.01)
+            blocker.release()
+            for thread in threads:
+                thread.join()
+            store._writer = store._writer.inner
+            pgconn.untrace()  # flushes what libpq buffered
+        return sum("ReadyForQuery" in line for line in trace.read_text().splitlines())
+
+    assert round_trips(pools, start + timedelta(hours=1)) == 6  # seen again
+    flipped = dataclasses.replace(pools[0].state, spot=not pools[0].state.spot)
+    assert round_trips([ObservedPool(flipped, pools[0].capacity)], start + timedelta(hours=2)) == 6
+    assert sorted((p["cluster"], p["spot"]) for p in store.live_pools()) == sorted(
+        (n, flipped.spot) for n in names
+    )
