@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import (
     Connection,
+    DateTime,
     Engine,
     Integer,
     and_,
@@ -340,10 +341,7 @@ class Store:
         rewritten: Sequence[tuple[int, _PendingWrite]],
     ) -> None:
         ids, stamp = [c for c, _ in fresh], now()
-        conn.execute(
-            self._sql.cluster_ok,
-            [{"cid": c, "observed_at": w.observed_at, "now": stamp} for c, w in fresh],
-        )
+        conn.execute(*self._sql.clusters_ok([(c, w.observed_at) for c, w in fresh], stamp))
         if pools:
             conn.execute(self._sql.pool_upsert, pools)
         if rewritten:
@@ -548,16 +546,29 @@ class _Statements:
         self.cluster_upsert = cluster.on_conflict_do_update(
             index_elements=["name"], set_={column: cluster.excluded[column] for column in identity}
         ).returning(ClusterRow.id, ClusterRow.name, ClusterRow.observed_at)
-        self.cluster_ok = (
-            update(ClusterRow)
-            .where(ClusterRow.id == bindparam("cid"))
-            .values(
-                observed_at=bindparam("observed_at"),
-                last_sync_at=bindparam("now"),
-                status="ok",
-                last_error=None,
+        ok = {"last_sync_at": bindparam("now"), "status": "ok", "last_error": None}
+        self._arrays = dialect is postgresql
+        if self._arrays:
+            # One statement for the batch, its clusters and listing times two arrays: psycopg would
+            # otherwise send, and PostgreSQL run, one UPDATE per cluster.
+            listed = (
+                func.unnest(
+                    bindparam("cids", type_=postgresql.ARRAY(Integer)),
+                    bindparam("ats", type_=postgresql.ARRAY(DateTime(timezone=True))),
+                )
+                .table_valued("id", "observed_at")
+                .render_derived()
             )
-        )
+            at = listed.c.observed_at
+            self._clusters_ok = (
+                update(ClusterRow).where(ClusterRow.id == listed.c.id).values(observed_at=at, **ok)
+            )
+        else:  # SQLite runs each row's UPDATE in this process
+            self._clusters_ok = (
+                update(ClusterRow)
+                .where(ClusterRow.id == bindparam("cid"))
+                .values(observed_at=bindparam("observed_at"), **ok)
+            )
         # inline(): no RETURNING of the new row's key, which a one-row insert would add (and a
         # pipelined statement could not hand back in time).
         pool = insert(PoolRow).inline()
@@ -622,6 +633,17 @@ class _Statements:
         self.drift_insert = insert(DriftRow).inline()
         self.changed = update(ChangeRow).where(ChangeRow.id == 1).values(serial=ChangeRow.serial + 1)
         self.serial = select(ChangeRow.serial).where(ChangeRow.id == 1)
+
+    def clusters_ok(self, listed: Sequence[tuple[int, datetime]], now: datetime) -> tuple[Any, Any]:
+        """The statement, and its parameters, that store each listed cluster's (id, listing
+        time) and mark it ok."""
+        if self._arrays:
+            return self._clusters_ok, {
+                "cids": [c for c, _ in listed],
+                "ats": [at for _, at in listed],
+                "now": now,
+            }
+        return self._clusters_ok, [{"cid": c, "observed_at": at, "now": now} for c, at in listed]
 
 
 # Written by the allocation statements, after the listing's upsert (which leaves them as they were).
