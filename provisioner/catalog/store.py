@@ -320,15 +320,15 @@ class Store:
         left as it is: its pools are seen again by its new listing time alone (_pools_query), so
         a stable fleet's nightly sync rewrites no pool row."""
         held: dict[int, dict[str, tuple[Any, ...]]] = {}
-        for row in conn.execute(self._sql.live_pools, {"cids": [c for c, _ in fresh]}):
+        for row in conn.execute(self._sql.live_pools, {"cids": [c for c, _ in fresh]}).all():
             held.setdefault(row.cluster_id, {})[row.name] = tuple(row[1:])
         pools, rewritten = [], []
         for c, w in fresh:
-            listed = [_pool_values(c, p, w.observed_at, p.state.name in w.adopted) for p in w.pools]
-            as_held = {v["name"]: _listed(v) for v in listed}
+            shown = [observed_json(p.state, p.capacity) for p in w.pools]
+            as_held = {pool["pool"]: tuple(pool[key] for key in _LISTED_KEYS) for pool in shown}
             # A name listed twice goes to the upsert, which refuses it as before.
-            if w.adopted or len(as_held) != len(listed) or held.get(c, {}) != as_held:
-                pools += listed
+            if w.adopted or len(as_held) != len(shown) or held.get(c, {}) != as_held:
+                pools += [_pool_values(c, pool, w.observed_at, pool["pool"] in w.adopted) for pool in shown]
                 if c in held:
                     rewritten.append((c, w))
         return pools, rewritten
@@ -659,18 +659,17 @@ _LISTED = tuple(
     for c in PoolRow.__table__.columns
     if c.name not in ("id", "cluster_id", "first_seen", "last_seen", "deleted_at", *_KEPT)
 )
+# Their keys in a pool's JSON, in the same order.
+_LISTED_KEYS = tuple(_KEY_OF.get(column, column) for column in _LISTED)
 
 
-def _listed(values: Mapping[str, Any]) -> tuple[Any, ...]:
-    """A pool's listed columns, in live_pools' order, from its _pool_values."""
-    return tuple(values[column] for column in _LISTED)
-
-
-def _pool_values(cluster_id: int, pool: ObservedPool, observed_at: datetime, adopted: bool) -> dict[str, Any]:
-    shown = observed_json(pool.state, pool.capacity)
+def _pool_values(
+    cluster_id: int, shown: Mapping[str, Any], observed_at: datetime, adopted: bool
+) -> dict[str, Any]:
+    """A pool's row, from its observed_json."""
     return {
         "cluster_id": cluster_id,
-        **{column: shown[_KEY_OF.get(column, column)] for column in _LISTED},
+        **{column: shown[key] for column, key in zip(_LISTED, _LISTED_KEYS, strict=True)},
         "first_seen": observed_at,
         "last_seen": observed_at,
         "deleted_at": None,
@@ -702,7 +701,7 @@ def _pool_dict(row: Any) -> dict[str, Any]:
     return {
         "cluster": pool["cluster"],
         "cloud": pool["cloud"],
-        **{_KEY_OF.get(column, column): pool[column] for column in _LISTED},
+        **{key: pool[column] for column, key in zip(_LISTED, _LISTED_KEYS, strict=True)},
         "first_seen": _iso(pool["first_seen"]),
         "last_seen": _iso(pool["last_seen"]),
         "deleted_at": _iso(pool["deleted_at"]),
