@@ -76,7 +76,7 @@ class PoolRow(Base):
     taints: Mapped[list[Any]]
     owned: Mapped[bool]
     first_seen: Mapped[datetime]
-    # A gone pool's last listing; a live pool's row holds when the row was last written, and reads
+    # A gone pool's last listing; a live pool's row holds when a listing last upserted it, and reads
     # take its cluster's observed_at (Store._compared: a listing that changes nothing writes no row).
     last_seen: Mapped[datetime]
     deleted_at: Mapped[datetime | None] = mapped_column(index=True)  # None: live

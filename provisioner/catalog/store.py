@@ -1,5 +1,6 @@
 """Reads and writes the catalog. Each cluster's listing is written whole or not at all (listings
-that queue meanwhile share a transaction, each in its own savepoint when one fails); concurrent
+that queue meanwhile share a transaction; should one fail, each is written again in a savepoint
+of its own); concurrent
 writers never corrupt it: SQLite serialises them (BEGIN IMMEDIATE), PostgreSQL locks the cluster's row
 (the upsert), and a listing older than the one already stored is not written over it. A catalog
 that cannot be opened is a CatalogError naming the URL (redacted) and what failed."""
@@ -254,33 +255,20 @@ class Store:
         """Write every queued cluster in one transaction (one commit, one fsync, for all the
         clusters that queued meanwhile, so a sync's many listings are not written one disk flush
         at a time behind SQLite's single writer), in a few statements that each cover them all.
-        Should a statement fail, that transaction rolls back and each cluster is written again in
-        its own savepoint of the next: the failing one rolls back alone and its caller gets the
-        error, as with a transaction of its own."""
+        Should the database refuse a listing's rows, that transaction rolls back and each
+        cluster is written again in its own savepoint of the next: the refused one rolls back
+        alone and its caller gets the error, as with a transaction of its own."""
         with self._queue_lock:
             batch, self._queue[:] = list(self._queue), []
         if not batch:
             return
+        # By name: two processes writing the same clusters lock their rows in the same order (a
+        # stable sort, so two listings of one cluster keep the order they came in).
+        batch.sort(key=lambda w: w.identity.name)
         try:
-            # One upsert may not touch a row twice; a later listing must see the earlier's.
-            if len({w.identity.name for w in batch}) == len(batch):
-                try:
-                    with self.engine.connect() as conn:
-                        self._write_together(conn, batch, counted=True)
-                        conn.commit()
-                    return
-                except exc.SQLAlchemyError:
-                    pass  # nothing of the batch was written: now each cluster on its own
-            with self.engine.connect() as conn:
-                for write in batch:
-                    try:
-                        with conn.begin_nested():
-                            self._write_together(conn, [write])
-                    except exc.SQLAlchemyError as error:
-                        write.error = error
-                conn.execute(self._sql.changed)  # last: its row lock is held only until the commit
-                conn.commit()
-        except BaseException as error:  # the commit failed: nothing in the batch was written
+            if not self._wrote_together(batch):
+                self._write_one_by_one(batch)
+        except BaseException as error:  # the database failed, not a listing: nothing was written
             for write in batch:
                 write.error = write.error or error
             if not isinstance(error, Exception):
@@ -288,6 +276,32 @@ class Store:
         finally:
             for write in batch:
                 write.done.set()
+
+    def _wrote_together(self, batch: Sequence[_PendingWrite]) -> bool:
+        """Whether the batch is written, in shared statements; False, all of it rolled back,
+        where a statement failed on what a listing holds."""
+        if len({w.identity.name for w in batch}) < len(batch):
+            return False  # one upsert may not touch a row twice; a later listing must see the earlier's
+        try:
+            with self.engine.connect() as conn:
+                self._write_together(conn, batch, counted=True)
+                conn.commit()
+        except exc.OperationalError:
+            raise  # the database itself (gone, locked): writing one by one would wait for it again
+        except exc.SQLAlchemyError:
+            return False
+        return True
+
+    def _write_one_by_one(self, batch: Sequence[_PendingWrite]) -> None:
+        with self.engine.connect() as conn:
+            for write in batch:
+                try:
+                    with conn.begin_nested():
+                        self._write_together(conn, [write])
+                except exc.SQLAlchemyError as error:
+                    write.error = error
+            conn.execute(self._sql.changed)  # last: its row lock is held only until the commit
+            conn.commit()
 
     def _write_together(
         self, conn: Connection, batch: Sequence[_PendingWrite], counted: bool = False
@@ -318,7 +332,7 @@ class Store:
         """The pool rows to upsert, and the clusters that held live pools and whose rows they
         are. A cluster whose live rows already hold what was listed, no more and no less, is
         left as it is: its pools are seen again by its new listing time alone (_pools_query), so
-        a stable fleet's nightly sync rewrites no pool row."""
+        a stable fleet's nightly sync rewrites no pool row for its listing."""
         held: dict[int, dict[str, tuple[Any, ...]]] = {}
         for row in conn.execute(self._sql.live_pools, {"cids": [c for c, _ in fresh]}).all():
             held.setdefault(row.cluster_id, {})[row.name] = tuple(row[1:])
@@ -603,7 +617,8 @@ class _Statements:
         ).where(in_batch(PoolRow.cluster_id), PoolRow.deleted_at.is_(None))
         # Gone: a live pool of a rewritten cluster that the upsert did not write (its last_seen is
         # older than this listing). It was last seen in the cluster's listing before this one.
-        listed_at = bindparam("listed_at")
+        moment = DateTime(timezone=True)
+        listed_at, before = bindparam("listed_at", type_=moment), bindparam("before", type_=moment)
         self.pools_gone = (
             update(PoolRow)
             .where(
@@ -611,7 +626,10 @@ class _Statements:
                 PoolRow.deleted_at.is_(None),
                 PoolRow.last_seen < listed_at,
             )
-            .values(deleted_at=listed_at, last_seen=func.coalesce(bindparam("before"), PoolRow.last_seen))
+            .values(
+                deleted_at=listed_at,
+                last_seen=func.coalesce(before, PoolRow.last_seen),
+            )
         )
         self.drift_clear = delete(DriftRow).where(in_batch(DriftRow.cluster_id))
         self.allocation = (
@@ -627,7 +645,9 @@ class _Statements:
         )
         self.allocation_stale = (
             update(PoolRow)
-            .where(in_batch(PoolRow.cluster_id), PoolRow.allocation_at.is_not(None))
+            .where(
+                in_batch(PoolRow.cluster_id), PoolRow.allocation_at.is_not(None), ~PoolRow.allocation_stale
+            )
             .values(allocation_stale=True)
         )
         self.drift_insert = insert(DriftRow).inline()
@@ -680,7 +700,8 @@ def _pool_values(
 def _pools_query() -> Any:
     """Pool rows with their cluster's name, cloud and status, in cluster then pool order. A live
     pool was last seen when its cluster was last listed: its row's last_seen only says when the
-    row was last written (see Store._compared); a gone pool's says when it was last listed."""
+    row was last upserted by a listing (see Store._compared); a gone pool's says when it was last
+    listed."""
     last_seen = case((PoolRow.deleted_at.is_(None), ClusterRow.observed_at), else_=PoolRow.last_seen)
     return (
         select(
