@@ -1,9 +1,9 @@
 """Reads and writes the catalog. Each cluster's listing is written whole or not at all (listings
 that queue meanwhile share a transaction; should one fail, each is written again in a savepoint
-of its own); concurrent
-writers never corrupt it: SQLite serialises them (BEGIN IMMEDIATE), PostgreSQL locks the cluster's row
-(the upsert), and a listing older than the one already stored is not written over it. A catalog
-that cannot be opened is a CatalogError naming the URL (redacted) and what failed."""
+of its own); concurrent writers never corrupt it: SQLite serialises them (BEGIN IMMEDIATE),
+PostgreSQL locks the cluster's row (the upsert), and a listing older than the one already stored
+is not written over it. A catalog that cannot be opened is a CatalogError naming the URL
+(redacted) and what failed."""
 
 from __future__ import annotations
 
@@ -329,10 +329,11 @@ class Store:
     def _compared(
         self, conn: Connection, fresh: Sequence[tuple[int, _PendingWrite]]
     ) -> tuple[list[dict[str, Any]], list[tuple[int, _PendingWrite]]]:
-        """The pool rows to upsert, and the clusters that held live pools and whose rows they
-        are. A cluster whose live rows already hold what was listed, no more and no less, is
-        left as it is: its pools are seen again by its new listing time alone (_pools_query), so
-        a stable fleet's nightly sync rewrites no pool row for its listing."""
+        """The pool rows to upsert, and the clusters whose live rows they replace (a live pool
+        such a cluster did not list is gone). A cluster whose live rows already hold what was
+        listed, no more and no less, is left as it is: its pools are seen again by its new
+        listing time alone (_pools_query), so a stable fleet's nightly sync rewrites no pool row
+        for its listing."""
         held: dict[int, dict[str, tuple[Any, ...]]] = {}
         for row in conn.execute(self._sql.live_pools, {"cids": [c for c, _ in fresh]}).all():
             held.setdefault(row.cluster_id, {})[row.name] = tuple(row[1:])

@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -240,9 +241,6 @@ def test_clusters_queued_behind_the_writer_are_written_in_one_batch_each_on_its_
         "stale": (ClusterIdentity("c0", "gke", "p", "l", "c0"), [], at - timedelta(days=1)),
     }
     outcomes: dict[str, object] = {}
-    blocker = threading.Lock()
-    blocker.acquire()
-    store._writer = _Holding(blocker, store._writer)  # every writer queues until the lock is let go
 
     def record(name: str) -> None:
         identity, listed, when = calls[name]
@@ -251,14 +249,7 @@ def test_clusters_queued_behind_the_writer_are_written_in_one_batch_each_on_its_
         except Exception as error:  # which error, the test looks at
             outcomes[name] = error
 
-    threads = [threading.Thread(target=record, args=(name,)) for name in calls]
-    for thread in threads:
-        thread.start()
-    while len(store._queue) < len(calls):
-        threading.Event().wait(0.01)
-    blocker.release()
-    for thread in threads:
-        thread.join()
+    _in_one_batch(store, [lambda n=name: record(n) for name in calls])
 
     assert isinstance(outcomes.pop("kept"), IntegrityError)
     assert outcomes.pop("stale") is False
@@ -329,20 +320,8 @@ def test_a_batch_is_written_in_shared_statements_with_the_rows_one_at_a_time_wou
 
     statements: list[str] = []
     event.listen(store.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
-    blocker = threading.Lock()
-    blocker.acquire()
-    store._writer = _Holding(blocker, store._writer)
     together: dict[str, bool] = {}
-    threads = [
-        threading.Thread(target=lambda n=name: together.__setitem__(n, second(f"all-{n}"))) for name in names
-    ]
-    for thread in threads:
-        thread.start()
-    while len(store._queue) < len(names):
-        threading.Event().wait(0.01)
-    blocker.release()
-    for thread in threads:
-        thread.join()
+    _in_one_batch(store, [lambda n=name: together.__setitem__(n, second(f"all-{n}")) for name in names])
 
     assert together == alone == {**dict.fromkeys(names[:-1], True), "c-stale": False}
     written = [s for s in statements if not s.lstrip().upper().startswith(("SAVEPOINT", "RELEASE", "BEGIN"))]
@@ -366,6 +345,23 @@ def test_a_batch_is_written_in_shared_statements_with_the_rows_one_at_a_time_wou
     assert gone and gone[0]["deleted_at"] is not None
     kept = [p for p in store.pools_ever("all-c-stale") if p["deleted_at"] is None]
     assert len(kept) == len(pools)  # the stale listing changed nothing
+
+
+def _in_one_batch(store: Store, writes: list[Callable[[], object]]) -> None:
+    """Each write on a thread of its own, every writer held back until all have queued: the
+    store then writes them in one batch."""
+    blocker = threading.Lock()
+    blocker.acquire()
+    store._writer = _Holding(blocker, store._writer)
+    threads = [threading.Thread(target=write) for write in writes]
+    for thread in threads:
+        thread.start()
+    while len(store._queue) < len(writes):
+        threading.Event().wait(0.01)
+    blocker.release()
+    for thread in threads:
+        thread.join()
+    store._writer = store._writer.inner
 
 
 class _Holding:
@@ -481,24 +477,11 @@ def test_on_postgresql_a_batch_takes_six_round_trips_whatever_its_size(catalog_u
         with trace.open("w") as out:
             pgconn.trace(out.fileno())
             pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-            blocker = threading.Lock()
-            blocker.acquire()
-            store._writer = _Holding(blocker, store._writer)
-            threads = [
-                threading.Thread(
-                    target=store.record_cluster,
-                    args=(ClusterIdentity(n, "gke", "p", "l", n), listed, [], when),
-                )
+            writes = [
+                lambda n=n: store.record_cluster(ClusterIdentity(n, "gke", "p", "l", n), listed, [], when)
                 for n in names
             ]
-            for thread in threads:
-                thread.start()
-            while len(store._queue) < len(names):
-                threading.Event().wait(0.01)
-            blocker.release()
-            for thread in threads:
-                thread.join()
-            store._writer = store._writer.inner
+            _in_one_batch(store, writes)
             pgconn.untrace()  # flushes what libpq buffered
         return sum("ReadyForQuery" in line for line in trace.read_text().splitlines())
 
