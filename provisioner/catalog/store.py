@@ -32,6 +32,7 @@ from sqlalchemy import (
     event,
     exc,
     func,
+    literal,
     select,
     text,
     update,
@@ -310,7 +311,7 @@ class Store:
         listing, whether it was written (not when a newer listing of its cluster is stored).
         `counted`: the batch is the whole transaction, and the change is counted here, in the
         same round trip as every other statement that returns no rows."""
-        upserted = conn.execute(self._sql.cluster_upsert, [_cluster_values(w.identity) for w in batch])
+        upserted = conn.execute(*self._sql.clusters_upsert([w.identity for w in batch]))
         stored = {row.name: (row.id, utc(row.observed_at)) for row in upserted}
         fresh = []
         for write in batch:
@@ -550,12 +551,15 @@ def _in_batch(dialect: Any) -> Callable[[Any], Any]:
     return lambda column: column.in_(ids)
 
 
+_IDENTITY = ("name", "cloud", "account", "location", "cluster", "in_fleet")  # a cluster's row, as listed
+
+
 class _Statements:
     """The writes, built once per store: building an upsert costs more CPU than running it."""
 
     def __init__(self, dialect: Any):
         insert = dialect.insert
-        identity = ("name", "cloud", "account", "location", "cluster", "in_fleet")
+        identity = _IDENTITY
         cluster = insert(ClusterRow)
         # On PostgreSQL the update takes the cluster row's lock until the transaction ends.
         self.cluster_upsert = cluster.on_conflict_do_update(
@@ -564,6 +568,25 @@ class _Statements:
         ok = {"last_sync_at": bindparam("now"), "status": "ok", "last_error": None}
         self._arrays = dialect is postgresql
         if self._arrays:
+            # The batch's clusters as one array a column: a VALUES list of seven parameters a
+            # cluster would be a new text for psycopg to parse, in Python, at every execution.
+            given = (
+                func.unnest(
+                    *(
+                        bindparam(column, type_=postgresql.ARRAY(ClusterRow.__table__.c[column].type))
+                        for column in identity
+                    )
+                )
+                .table_valued(*identity)
+                .render_derived()
+            )
+            listed_clusters = insert(ClusterRow).from_select(
+                [*identity, "status"], select(*given.c, literal("new"))
+            )
+            self._clusters_upsert = listed_clusters.on_conflict_do_update(
+                index_elements=["name"],
+                set_={column: listed_clusters.excluded[column] for column in identity},
+            ).returning(ClusterRow.id, ClusterRow.name, ClusterRow.observed_at)
             # One statement for the batch, its clusters and listing times two arrays: psycopg would
             # otherwise send, and PostgreSQL run, one UPDATE per cluster.
             listed = (
@@ -654,6 +677,15 @@ class _Statements:
         self.drift_insert = insert(DriftRow).inline()
         self.changed = update(ChangeRow).where(ChangeRow.id == 1).values(serial=ChangeRow.serial + 1)
         self.serial = select(ChangeRow.serial).where(ChangeRow.id == 1)
+
+    def clusters_upsert(self, identities: Sequence[ClusterIdentity]) -> tuple[Any, Any]:
+        """The statement, and its parameters, that insert or update the clusters and return
+        each one's id, name and stored listing time (observed_at)."""
+        if self._arrays:
+            return self._clusters_upsert, {
+                column: [getattr(i, column) for i in identities] for column in _IDENTITY
+            }
+        return self.cluster_upsert, [_cluster_values(i) for i in identities]
 
     def clusters_ok(self, listed: Sequence[tuple[int, datetime]], now: datetime) -> tuple[Any, Any]:
         """The statement, and its parameters, that store each listed cluster's (id, listing
