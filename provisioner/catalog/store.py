@@ -554,54 +554,54 @@ def _in_batch(dialect: Any) -> Callable[[Any], Any]:
 _IDENTITY = ("name", "cloud", "account", "location", "cluster", "in_fleet")  # a cluster's row, as listed
 
 
+def _from_arrays(ok: dict[str, Any]) -> tuple[Any, Any]:
+    """PostgreSQL's upsert of a batch's clusters and its UPDATE marking them `ok`, each taking
+    the batch as arrays, one a column. Their text is then the same for every batch: a VALUES list
+    of seven parameters a cluster would be a new text for psycopg to parse, in Python, at every
+    execution, and an UPDATE per cluster would be sent, and run, one by one."""
+    given = (
+        func.unnest(
+            *(bindparam(c, type_=postgresql.ARRAY(ClusterRow.__table__.c[c].type)) for c in _IDENTITY)
+        )
+        .table_valued(*_IDENTITY)
+        .render_derived()
+    )
+    listed = postgresql.insert(ClusterRow).from_select(
+        [*_IDENTITY, "status"], select(*given.c, literal("new"))
+    )
+    upsert = listed.on_conflict_do_update(
+        index_elements=["name"], set_={column: listed.excluded[column] for column in _IDENTITY}
+    ).returning(ClusterRow.id, ClusterRow.name, ClusterRow.observed_at)
+    times = (
+        func.unnest(
+            bindparam("cids", type_=postgresql.ARRAY(Integer)),
+            bindparam("ats", type_=postgresql.ARRAY(DateTime(timezone=True))),
+        )
+        .table_valued("id", "observed_at")
+        .render_derived()
+    )
+    mark_ok = (
+        update(ClusterRow).where(ClusterRow.id == times.c.id).values(observed_at=times.c.observed_at, **ok)
+    )
+    return upsert, mark_ok
+
+
 class _Statements:
     """The writes, built once per store: building an upsert costs more CPU than running it."""
 
     def __init__(self, dialect: Any):
         insert = dialect.insert
-        identity = _IDENTITY
         cluster = insert(ClusterRow)
         # On PostgreSQL the update takes the cluster row's lock until the transaction ends.
         self.cluster_upsert = cluster.on_conflict_do_update(
-            index_elements=["name"], set_={column: cluster.excluded[column] for column in identity}
+            index_elements=["name"], set_={column: cluster.excluded[column] for column in _IDENTITY}
         ).returning(ClusterRow.id, ClusterRow.name, ClusterRow.observed_at)
         ok = {"last_sync_at": bindparam("now"), "status": "ok", "last_error": None}
         self._arrays = dialect is postgresql
         if self._arrays:
-            # The batch's clusters as one array a column: a VALUES list of seven parameters a
-            # cluster would be a new text for psycopg to parse, in Python, at every execution.
-            given = (
-                func.unnest(
-                    *(
-                        bindparam(column, type_=postgresql.ARRAY(ClusterRow.__table__.c[column].type))
-                        for column in identity
-                    )
-                )
-                .table_valued(*identity)
-                .render_derived()
-            )
-            listed_clusters = insert(ClusterRow).from_select(
-                [*identity, "status"], select(*given.c, literal("new"))
-            )
-            self._clusters_upsert = listed_clusters.on_conflict_do_update(
-                index_elements=["name"],
-                set_={column: listed_clusters.excluded[column] for column in identity},
-            ).returning(ClusterRow.id, ClusterRow.name, ClusterRow.observed_at)
-            # One statement for the batch, its clusters and listing times two arrays: psycopg would
-            # otherwise send, and PostgreSQL run, one UPDATE per cluster.
-            listed = (
-                func.unnest(
-                    bindparam("cids", type_=postgresql.ARRAY(Integer)),
-                    bindparam("ats", type_=postgresql.ARRAY(DateTime(timezone=True))),
-                )
-                .table_valued("id", "observed_at")
-                .render_derived()
-            )
-            at = listed.c.observed_at
-            self._clusters_ok = (
-                update(ClusterRow).where(ClusterRow.id == listed.c.id).values(observed_at=at, **ok)
-            )
+            self._clusters_upsert, self._clusters_ok = _from_arrays(ok)
         else:  # SQLite runs each row's UPDATE in this process
+            self._clusters_upsert = self.cluster_upsert
             self._clusters_ok = (
                 update(ClusterRow)
                 .where(ClusterRow.id == bindparam("cid"))
@@ -685,7 +685,7 @@ class _Statements:
             return self._clusters_upsert, {
                 column: [getattr(i, column) for i in identities] for column in _IDENTITY
             }
-        return self.cluster_upsert, [_cluster_values(i) for i in identities]
+        return self._clusters_upsert, [_cluster_values(i) for i in identities]
 
     def clusters_ok(self, listed: Sequence[tuple[int, datetime]], now: datetime) -> tuple[Any, Any]:
         """The statement, and its parameters, that store each listed cluster's (id, listing
