@@ -376,7 +376,7 @@ class Store:
     def record_failure(self, identity: ClusterIdentity, error: str) -> None:
         """The cluster could not be listed: keep every pool row, record the error."""
         with self.engine.begin() as conn:
-            cluster_id, _ = self._upsert_cluster(conn, identity)
+            cluster_id = conn.execute(*self._sql.clusters_upsert([identity])).one().id
             conn.execute(
                 update(ClusterRow)
                 .where(ClusterRow.id == cluster_id)
@@ -458,12 +458,6 @@ class Store:
     def runs(self) -> list[dict[str, Any]]:
         with self.reads.connect() as conn:
             return [dict(r) for r in conn.execute(select(SyncRunRow).order_by(SyncRunRow.id)).mappings()]
-
-    # Writes
-
-    def _upsert_cluster(self, conn: Connection, identity: ClusterIdentity) -> tuple[int, datetime | None]:
-        row = conn.execute(self._sql.cluster_upsert, _cluster_values(identity)).one()
-        return row.id, utc(row.observed_at)
 
 
 def _dropped_in_forked_children(engine: Engine) -> None:
@@ -554,6 +548,15 @@ def _in_batch(dialect: Any) -> Callable[[Any], Any]:
 _IDENTITY = ("name", "cloud", "account", "location", "cluster", "in_fleet")  # a cluster's row, as listed
 
 
+def _upsert_of(listed: Any) -> Any:
+    """The insert of clusters `listed` as an upsert by name that returns each one's id, name
+    and stored listing time. On PostgreSQL the update takes the cluster row's lock until the
+    transaction ends."""
+    return listed.on_conflict_do_update(
+        index_elements=["name"], set_={column: listed.excluded[column] for column in _IDENTITY}
+    ).returning(ClusterRow.id, ClusterRow.name, ClusterRow.observed_at)
+
+
 def _from_arrays(ok: dict[str, Any]) -> tuple[Any, Any]:
     """PostgreSQL's upsert of a batch's clusters and its UPDATE marking them `ok`, each taking
     the batch as arrays, one a column. Their text is then the same for every batch: a VALUES list
@@ -566,12 +569,9 @@ def _from_arrays(ok: dict[str, Any]) -> tuple[Any, Any]:
         .table_valued(*_IDENTITY)
         .render_derived()
     )
-    listed = postgresql.insert(ClusterRow).from_select(
-        [*_IDENTITY, "status"], select(*given.c, literal("new"))
+    upsert = _upsert_of(
+        postgresql.insert(ClusterRow).from_select([*_IDENTITY, "status"], select(*given.c, literal("new")))
     )
-    upsert = listed.on_conflict_do_update(
-        index_elements=["name"], set_={column: listed.excluded[column] for column in _IDENTITY}
-    ).returning(ClusterRow.id, ClusterRow.name, ClusterRow.observed_at)
     times = (
         func.unnest(
             bindparam("cids", type_=postgresql.ARRAY(Integer)),
@@ -591,17 +591,12 @@ class _Statements:
 
     def __init__(self, dialect: Any):
         insert = dialect.insert
-        cluster = insert(ClusterRow)
-        # On PostgreSQL the update takes the cluster row's lock until the transaction ends.
-        self.cluster_upsert = cluster.on_conflict_do_update(
-            index_elements=["name"], set_={column: cluster.excluded[column] for column in _IDENTITY}
-        ).returning(ClusterRow.id, ClusterRow.name, ClusterRow.observed_at)
         ok = {"last_sync_at": bindparam("now"), "status": "ok", "last_error": None}
         self._arrays = dialect is postgresql
         if self._arrays:
             self._clusters_upsert, self._clusters_ok = _from_arrays(ok)
-        else:  # SQLite runs each row's UPDATE in this process
-            self._clusters_upsert = self.cluster_upsert
+        else:  # SQLite runs each row's statement in this process
+            self._clusters_upsert = _upsert_of(insert(ClusterRow))
             self._clusters_ok = (
                 update(ClusterRow)
                 .where(ClusterRow.id == bindparam("cid"))
