@@ -62,7 +62,8 @@ def spread(batch: Batch, items: Sequence[Any], each: Callable[[int, Any], None],
         weights = [here] + [1.0] * len(helpers)
         shares = _shares(len(items), weights)
         # Of a cloud's requests at once, each process takes the part its share is of the items.
-        parts = [w / sum(weights) for w in weights]
+        total = sum(weights)
+        parts = [w / total for w in weights]
         runs = [
             _Run(helper, share, items, each, part)
             for helper, share, part in zip(helpers, shares[1:], parts[1:], strict=True)
