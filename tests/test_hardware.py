@@ -1,4 +1,4 @@
-"""The hardware data agrees with ../shared/FACTS.md, row for row.
+"""The hardware data agrees with docs/FACTS.md, row for row.
 
 The test reads FACTS.md itself (no transcribed copy) and expands the shorthand its tables use
 ("NC24ads / NC48ads", "1g/2g/4g", "g5.xlarge..16xlarge", "-24, -48"). A cell in a shorthand the
@@ -9,7 +9,6 @@ beyond FACTS.md are listed below with their sources.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 
@@ -19,20 +18,12 @@ from provisioner import hardware
 
 HW = hardware.load()
 
-# CI checks the clone out beside shared/; PROVISIONER_FACTS points elsewhere (e.g. from a worktree).
-FACTS_PATH = Path(
-    os.environ.get("PROVISIONER_FACTS") or Path(__file__).resolve().parents[2] / "shared" / "FACTS.md"
-)
+# The facts document is the project's own: docs/FACTS.md, beside the data it checks.
+FACTS_PATH = Path(__file__).resolve().parents[1] / "docs" / "FACTS.md"
 
 
 @functools.cache
 def _facts_text() -> str:
-    if not FACTS_PATH.is_file():
-        pytest.fail(
-            f"{FACTS_PATH} not found: the hardware data is checked against shared/FACTS.md, which must sit "
-            "beside the repository (or set PROVISIONER_FACTS to its path)",
-            pytrace=False,
-        )
     return FACTS_PATH.read_text(encoding="utf-8")
 
 
