@@ -122,6 +122,7 @@ def desired_state(compiled: CompiledPool) -> PoolState:
         labels=tuple(setup.labels.items()),
         taints=setup.taints,
         edge=pool.edge if compiled.edge_pools else None,
+        zones=tuple(pool.zones) if pool.zones is not None else None,
     )
 
 
@@ -147,7 +148,8 @@ def compile_fleet(fleet: Fleet | SalvagedFleet) -> CompiledFleet:
             pools = []
             for pool in cluster.pools:
                 try:
-                    pools.append(CompiledPool(pool, compile_pool(cloud, pool), cloud.edge_pools))
+                    setup = compile_pool(cloud, pool, cluster.zone_region)
+                    pools.append(CompiledPool(pool, setup, cloud.edge_pools))
                 except PoolProblems as exc:
                     problems += [fleet.source.diagnostic(pool._loc + loc, msg) for loc, msg in exc.problems]
             clusters.append(CompiledCluster(cluster, cloud, tuple(pools)))
@@ -156,9 +158,10 @@ def compile_fleet(fleet: Fleet | SalvagedFleet) -> CompiledFleet:
     return CompiledFleet(tuple(clusters))
 
 
-def compile_pool(cloud: CloudProfile, pool: Pool) -> NodeSetup:
-    """The NodeSetup for `pool` on `cloud`; PoolProblems lists every rule it breaks."""
-    checked = check_pool(cloud, pool)
+def compile_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> NodeSetup:
+    """The NodeSetup for `pool` on `cloud`, in a cluster of `region`; PoolProblems lists every
+    rule it breaks."""
+    checked = check_pool(cloud, pool, region)
     spec = pool.gpu
     replicas = spec.replicas
     marked = marks(

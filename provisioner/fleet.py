@@ -190,7 +190,10 @@ class Pool(Spec):
     name: NonEmpty
     instance_type: NonEmpty | None = None
     gpu: GpuSpec = GpuSpec()
-    nodes: Nodes | None = None
+    nodes: Nodes | None = Field(None, description="the whole pool's nodes, on every cloud")
+    zones: Annotated[list[NonEmpty], Field(min_length=1)] | None = Field(
+        None, description="the zones its nodes run in (GKE node locations, AKS availability zones)"
+    )
     edge: bool = False
     spot: bool = False
     disk_size_gb: int | None = Field(None, ge=1)
@@ -220,6 +223,11 @@ class _ClusterSpec(Spec):
     @property
     def ref(self) -> ClusterRef:
         raise NotImplementedError
+
+    @property
+    def zone_region(self) -> str:
+        """The region its pools' zones lie in, where a zone's name says ("" elsewhere)."""
+        return ""
 
 
 class AksCluster(_ClusterSpec):
@@ -258,6 +266,14 @@ class GkeCluster(_ClusterSpec):
     @property
     def ref(self) -> ClusterRef:
         return ClusterRef("gke", self.project, self.location, self.cluster)
+
+    @property
+    def _zonal(self) -> bool:
+        return self.location.count("-") == 2  # us-central1-a is a zone, us-central1 a region
+
+    @property
+    def zone_region(self) -> str:
+        return self.location.rsplit("-", 1)[0] if self._zonal else self.location
 
 
 class EksCluster(_ClusterSpec):
@@ -367,6 +383,7 @@ class SalvagedCluster:
     pools: list[Pool]
     _loc: Loc = ()
     _complete: bool = False
+    zone_region: str = ""  # its location is not known to be valid
 
 
 @dataclass

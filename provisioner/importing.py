@@ -167,7 +167,7 @@ def describe(cloud: CloudProfile, state: PoolState) -> dict[str, Any]:
     derived = _gpu_intent(cloud, gpu, state, gpu_spec)
     if gpu_spec:
         entry["gpu"] = gpu_spec
-    entry |= _shape(state)
+    entry |= _shape(cloud, state)
     own_labels = {key: value for key, value in state.labels if derived.get(key) != value}
     if own_labels:
         entry["labels"] = own_labels
@@ -207,14 +207,17 @@ def _gpu_intent(cloud: CloudProfile, gpu: Gpu, state: PoolState, gpu_spec: dict[
     return derived
 
 
-def _shape(state: PoolState) -> dict[str, Any]:
-    """nodes, edge, spot and diskSizeGb as the entry spells them, defaults left out."""
+def _shape(cloud: CloudProfile, state: PoolState) -> dict[str, Any]:
+    """nodes, zones, edge, spot and diskSizeGb as the entry spells them, defaults left out (zones
+    where a pool that names none follows the cluster's: the entry then follows them too)."""
     if state.edge:
         return {"edge": True}
     scaling = state.scaling
     shape: dict[str, Any] = {
         "nodes": {"min": scaling.min, "max": scaling.max} if scaling.autoscaling else {"count": scaling.min}
     }
+    if state.zones and cloud.zones is not None and not cloud.zones.follows_cluster:
+        shape["zones"] = list(state.zones)
     if state.spot:
         shape["spot"] = True
     if state.disk_size_gb is not None:

@@ -76,14 +76,15 @@ POOL_FIELDS = (
     "sharing",
     "spot",
     "disk_size_gb",
+    "zones",
     "scaling",
     "labels",
     "taints",
     "edge",
 )
 
-# Fields a pool may leave unset (None) for the cloud to fill in.
-CLOUD_DEFAULT_FIELDS = frozenset({"disk_size_gb"})
+# Fields a pool may leave unset (None) for the cloud to fill in (zones: the cluster's own).
+CLOUD_DEFAULT_FIELDS = frozenset({"disk_size_gb", "zones"})
 
 
 @dataclass(frozen=True)
@@ -103,13 +104,16 @@ class PoolState:
     sharing: NativeSharing | None  # only where the cloud shares GPUs itself
     spot: bool
     disk_size_gb: int | None  # None: the cloud's default
-    scaling: Scaling
+    scaling: Scaling  # the whole pool's nodes, on every cloud (GKE's per-zone counts are the driver's)
     labels: tuple[tuple[str, str], ...]
     taints: tuple[Taint, ...]
     owned: bool = True  # False: a pool this tool did not create; never updated or deleted
     # True: the nodes are the user's own machines that join the pool (ACK Edge); None where the
     # cloud has no such pools.
     edge: bool | None = None
+    # The zones the pool's nodes run in, sorted; None: the cloud's default (GKE: the cluster's
+    # node locations) or a cloud where the pool names none (EKS subnets, ACK vSwitches decide).
+    zones: tuple[str, ...] | None = None
     status: PoolStatus = field(default="ready", compare=False)
     nodes: int | None = field(default=None, compare=False)  # nodes now, where the cloud says
     cloud_id: str | None = field(default=None, compare=False)  # the cloud's own ID, where it has one (np-...)
@@ -117,6 +121,8 @@ class PoolState:
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(sorted(dict(self.labels).items())))
         object.__setattr__(self, "taints", tuple(sorted(set(self.taints))))
+        if self.zones is not None:
+            object.__setattr__(self, "zones", tuple(sorted(set(self.zones))))
 
     @property
     def label_map(self) -> dict[str, str]:

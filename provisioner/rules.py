@@ -45,8 +45,9 @@ class CheckedPool:
     taints: tuple[Taint, ...]  # the GPU taint first, then the user's
 
 
-def check_pool(cloud: CloudProfile, pool: Pool) -> CheckedPool:
-    """`pool` as checked against `cloud`'s rules; PoolProblems lists every rule it breaks."""
+def check_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> CheckedPool:
+    """`pool` as checked against `cloud`'s rules, in a cluster of `region` (where zone names say
+    it); PoolProblems lists every rule it breaks."""
     problems = _Problems()
     if not cloud.pool_name_pattern.fullmatch(pool.name):
         problems.add(
@@ -55,6 +56,7 @@ def check_pool(cloud: CloudProfile, pool: Pool) -> CheckedPool:
     labels = _labels(cloud, pool, problems)
     taints = _taints(pool, problems)
     _check_limits(cloud, pool, taints, problems)
+    _check_zones(cloud, pool, region, problems)
     _check_kind(cloud, pool, problems)
 
     if pool.edge:
@@ -117,11 +119,16 @@ def _check_limits(cloud: CloudProfile, pool: Pool, taints: tuple[Taint, ...], pr
     limits, title = cloud.limits, cloud.title
     nodes = pool.nodes
     bounds = (("count", nodes.count), ("max", nodes.max)) if nodes is not None else ()
+    # A per-zone limit holds for the pool's share in each zone; with its zones unknown (the
+    # cluster's, which only the API holds), the whole pool is held to it.
+    zones = len(set(pool.zones)) if limits.nodes_per_zone and pool.zones else 1
     for field, value in bounds:
-        if value is not None and value > limits.max_nodes:
+        if value is not None and -(-value // zones) > limits.max_nodes:
+            per = "per zone" if limits.nodes_per_zone else "per pool"
+            spread = f" over {zones} zones" if zones > 1 else ""
             problems.add(
                 ("nodes", field),
-                f"{shown(value)} nodes is above the {title} maximum of {limits.max_nodes} per pool",
+                f"{shown(value)} nodes{spread} is above the {title} maximum of {limits.max_nodes} {per}",
             )
     disk = pool.disk_size_gb
     if disk is not None and limits.min_disk_size_gb is not None and disk < limits.min_disk_size_gb:
@@ -156,6 +163,36 @@ def _check_limits(cloud: CloudProfile, pool: Pool, taints: tuple[Taint, ...], pr
             ("taints",),
             f"{len(taints)} taints (the GPU taint provisioner adds included); "
             f"{title} allows at most {limits.max_taints} per pool",
+        )
+
+
+def _check_zones(cloud: CloudProfile, pool: Pool, region: str, problems: _Problems) -> None:
+    """The pool's zones in the cloud's form, and a fixed count its zones can share evenly."""
+    if pool.zones is None:
+        return
+    rules = cloud.zones
+    if rules is None:
+        problems.add(("zones",), f"{cloud.title} pools take no zones: {cloud.zones_refusal}")
+        return
+    where = f" of {region}" if "{region}" in rules.pattern else ""
+    for i, zone in enumerate(pool.zones):
+        if not rules.matches(zone, region):
+            example = rules.example.replace("{region}", region)
+            problems.add(
+                ("zones", i), f"{shown(zone)} is not a zone{where} ({cloud.title} zones look like {example})"
+            )
+        elif zone in pool.zones[:i]:
+            problems.add(("zones", i), f"{shown(zone)} is listed twice")
+    count = pool.nodes.count if pool.nodes is not None else None
+    zones = len(set(pool.zones))
+    if rules.count_per_zone and count is not None and count % zones:
+        lower, upper = count - count % zones, count - count % zones + zones
+        multiples = f"{lower} or {upper}" if lower else str(upper)
+        problems.add(
+            ("nodes", "count"),
+            f"{count} nodes cannot be spread evenly over {zones} zones: {cloud.title} runs the same "
+            f"number of nodes in each zone of a pool ({count} / {zones} = {count / zones:.2f}); "
+            f"give {multiples}",
         )
 
 

@@ -63,7 +63,7 @@ FLEET_POOLS = {
     pools:
       - name: notebooks
         instanceType: g2-standard-8
-        nodes: {count: 1}  # one is enough
+        nodes: {count: 3}  # one in each of the regional cluster's zones
 """,
     "aws": "    # no pools of its own yet",
     "ali": """\
@@ -84,10 +84,10 @@ BY_HAND = {
     "gcp": """\
     pools:
       - {name: a100-mig, instanceType: a2-highgpu-1g, gpu: {mig: 1g.5gb, sharing: time-slicing, replicas: 2}, nodes: {min: 0, max: 2}, diskSizeGb: 100}
-      - {name: l4-ts, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 1}, spot: true, diskSizeGb: 100, labels: {team: ml}}
+      - {name: l4-ts, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 3}, spot: true, diskSizeGb: 100, labels: {team: ml}}
       - {name: l4-mps, instanceType: g2-standard-8, gpu: {sharing: mps, replicas: 4}, nodes: {min: 1, max: 3}, diskSizeGb: 200}
-      - {name: t4-n1, instanceType: n1-standard-4, gpu: {count: 2}, nodes: {count: 1}, diskSizeGb: 100}
-      - {name: l4-bare, instanceType: g2-standard-8, nodes: {count: 1}, diskSizeGb: 100}
+      - {name: t4-n1, instanceType: n1-standard-4, gpu: {count: 2}, nodes: {count: 3}, diskSizeGb: 100}
+      - {name: l4-bare, instanceType: g2-standard-8, nodes: {count: 3}, diskSizeGb: 100}
 """,
     "aws": """\
     pools:
@@ -299,7 +299,7 @@ WRITTEN = {
       - name: l4-ts
         instanceType: g2-standard-8
         gpu: {sharing: time-slicing, replicas: 4}
-        nodes: {count: 1}
+        nodes: {count: 3}
         spot: true
         diskSizeGb: 100
         labels: {team: ml}
@@ -307,7 +307,7 @@ WRITTEN = {
       - name: t4-n1
         instanceType: n1-standard-4
         gpu: {count: 2}
-        nodes: {count: 1}
+        nodes: {count: 3}
         diskSizeGb: 100
         adopt: true
 """,
@@ -347,7 +347,7 @@ WRITTEN = {
 
 ONE_EACH = {
     "azure": "    pools:\n      - {name: t4ts, instanceType: Standard_NC4as_T4_v3, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 1}, diskSizeGb: 128}\n",
-    "gcp": "    pools:\n      - {name: l4-ts, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 1}, diskSizeGb: 100}\n",
+    "gcp": "    pools:\n      - {name: l4-ts, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 1}, zones: [europe-west4-b], diskSizeGb: 100}\n",
     "aws": "    pools:\n      - {name: a10g-ts, instanceType: g5.xlarge, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 1}, diskSizeGb: 100}\n",
     "ali": "    pools:\n      - {name: a10-cgpu, instanceType: ecs.gn7i-c8g1.2xlarge, gpu: {sharing: memory, isolation: memory}, nodes: {count: 1}, diskSizeGb: 100}\n",
 }
@@ -474,8 +474,8 @@ def test_import_selects_by_cluster_and_pool_and_says_what_it_cannot(clouds: Clou
 def test_a_fleet_whose_pool_list_is_inline_is_refused_for_write_and_left_as_it_was(clouds: Clouds):
     clouds.make_by_hand({**dict.fromkeys(ONE_EACH, ""), "gcp": ONE_EACH["gcp"]})
     inline = clouds.text.replace(
-        "    pools:\n      - name: notebooks\n        instanceType: g2-standard-8\n        nodes: {count: 1}  # one is enough\n",
-        "    pools: [{name: notebooks, instanceType: g2-standard-8, nodes: {count: 1}}]\n",
+        "    pools:\n      - name: notebooks\n        instanceType: g2-standard-8\n        nodes: {count: 3}  # one in each of the regional cluster's zones\n",
+        "    pools: [{name: notebooks, instanceType: g2-standard-8, nodes: {count: 3}}]\n",
     )
     clouds.fleet.write_text(inline, encoding="utf-8")
     result = clouds.run("import", str(clouds.fleet), "--write")

@@ -227,7 +227,71 @@ CASES = {
         """,
         [
             "11: clusters[azure-ml].pools[t4].diskSizeGB: unknown field; did you mean diskSizeGb? "
-            "allowed: name, instanceType, gpu, nodes, edge, spot, diskSizeGb, labels, taints, adopt"
+            "allowed: name, instanceType, gpu, nodes, zones, edge, spot, diskSizeGb, labels, taints, adopt"
+        ],
+    ),
+    "zones that cannot share a fixed count": (
+        "gke",
+        """\
+        - name: l4
+          instanceType: g2-standard-8
+          zones: [us-central1-a, us-central1-b, us-central1-c]
+          nodes: {count: 4}
+        """,
+        [
+            "11: clusters[gcp-ml].pools[l4].nodes.count: 4 nodes cannot be spread evenly over 3 zones: "
+            "GKE runs the same number of nodes in each zone of a pool (4 / 3 = 1.33); give 3 or 6"
+        ],
+    ),
+    "zones outside the cluster's region, or twice": (
+        "gke",
+        """\
+        - name: l4
+          instanceType: g2-standard-8
+          zones: [europe-west4-a, us-central1-f, us-central1-f]
+          nodes: {min: 0, max: 2}
+        """,
+        [
+            "10: clusters[gcp-ml].pools[l4].zones[0]: 'europe-west4-a' is not a zone of us-central1 "
+            "(GKE zones look like us-central1-a)",
+            "10: clusters[gcp-ml].pools[l4].zones[2]: 'us-central1-f' is listed twice",
+        ],
+    ),
+    "an AKS zone is a number": (
+        "aks",
+        """\
+        - name: t4
+          instanceType: Standard_NC4as_T4_v3
+          zones: ["1", eastus-1]
+          nodes: {count: 1}
+        """,
+        ["10: clusters[azure-ml].pools[t4].zones[1]: 'eastus-1' is not a zone (AKS zones look like 1)"],
+    ),
+    "zones on EKS, where subnets decide": (
+        "eks",
+        """\
+        - name: g5
+          instanceType: g5.xlarge
+          zones: [us-east-1a]
+          nodes: {count: 1}
+        """,
+        [
+            "11: clusters[aws-ml].pools[g5].zones: EKS pools take no zones: an EKS node group runs in the "
+            "Availability Zones of its subnets (CreateNodegroup takes subnets, not zones); choose the "
+            "zones with the cluster's subnets"
+        ],
+    ),
+    "a per-zone node limit over named zones": (
+        "gke",
+        """\
+        - name: l4
+          instanceType: g2-standard-8
+          zones: [us-central1-a, us-central1-b]
+          nodes: {min: 0, max: 2002}
+        """,
+        [
+            "11: clusters[gcp-ml].pools[l4].nodes.max: 2002 nodes over 2 zones is above the GKE maximum "
+            "of 1000 per zone"
         ],
     ),
     "sharing mode not known": (

@@ -36,7 +36,7 @@ def _create_aks(driver: Any, ref: ClusterRef, state: PoolState) -> None:
 def _create_gke(driver: Any, ref: ClusterRef, state: PoolState) -> None:
     from provisioner.drivers import gke
 
-    node_pool = driver._node_pool(state)
+    node_pool = driver._node_pool(state, state.zones or driver._cluster_zones(ref))
     node_pool.config.resource_labels = dict([USER_TAG])
     operation = driver._call(driver._client.create_node_pool, parent=gke._path(ref), node_pool=node_pool)
     driver._wait(ref, operation, f"creating {state.name} by hand")

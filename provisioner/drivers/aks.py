@@ -257,6 +257,8 @@ def _properties(desired: PoolState) -> dict[str, Any]:
         properties.update(scaleSetPriority="Spot", scaleSetEvictionPolicy="Delete", spotMaxPrice=-1)
     if desired.disk_size_gb is not None:
         properties["osDiskSizeGB"] = desired.disk_size_gb
+    if desired.zones is not None:
+        properties["availabilityZones"] = list(desired.zones)
     return properties
 
 
@@ -290,6 +292,7 @@ def _observed(pool: Any) -> PoolState:
         owned=(pool.tags or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(_text(pool.provisioning_state) or "", "changing"),
         nodes=pool.count,
+        zones=tuple(pool.availability_zones) if pool.availability_zones else None,
     )
 
 

@@ -75,8 +75,9 @@ class GkeDriver:
         return [_observed_json(pool) for pool in body.get("nodePools", ())]
 
     def create_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
+        zones = desired.zones or self._cluster_zones(cluster)
         operation = self._call(
-            self._client.create_node_pool, parent=_path(cluster), node_pool=self._node_pool(desired)
+            self._client.create_node_pool, parent=_path(cluster), node_pool=self._node_pool(desired, zones)
         )
         self._wait(cluster, operation, f"creating node pool {desired.name}")
         return self._read(cluster, desired.name)
@@ -97,25 +98,25 @@ class GkeDriver:
             update["taints"] = gke.NodeTaints(taints=[_taint(t) for t in desired.taints])
         if "disk_size_gb" in changed and desired.disk_size_gb is not None:
             update["disk_size_gb"] = desired.disk_size_gb
+        if "zones" in changed and desired.zones is not None:
+            update["locations"] = list(desired.zones)
         if update:
             operation = self._call(
                 self._client.update_node_pool, request=gke.UpdateNodePoolRequest(name=name, **update)
             )
             self._wait(cluster, operation, f"updating node pool {desired.name}")
-        if "scaling" in changed:
+        zones = desired.zones or current.zones or self._cluster_zones(cluster)
+        if "scaling" in changed or ("zones" in changed and not desired.scaling.autoscaling):
             scaling = desired.scaling
             if scaling.autoscaling:
-                autoscaling = gke.NodePoolAutoscaling(
-                    enabled=True, min_node_count=scaling.min, max_node_count=scaling.max
-                )
-                request = gke.SetNodePoolAutoscalingRequest(name=name, autoscaling=autoscaling)
+                request = gke.SetNodePoolAutoscalingRequest(name=name, autoscaling=_autoscaling(scaling))
                 operation = self._call(self._client.set_node_pool_autoscaling, request=request)
             else:
                 if current.scaling.autoscaling:
                     off = gke.SetNodePoolAutoscalingRequest(name=name, autoscaling=gke.NodePoolAutoscaling())
                     operation = self._call(self._client.set_node_pool_autoscaling, request=off)
                     self._wait(cluster, operation, f"turning off autoscaling of {desired.name}")
-                size = gke.SetNodePoolSizeRequest(name=name, node_count=scaling.min)
+                size = gke.SetNodePoolSizeRequest(name=name, node_count=_per_zone(scaling.min, zones))
                 operation = self._call(self._client.set_node_pool_size, request=size)
             self._wait(cluster, operation, f"scaling node pool {desired.name}")
         return self._read(cluster, desired.name)
@@ -192,6 +193,10 @@ class GkeDriver:
             raise exceptions.from_http_response(response)
         return response.json()
 
+    def _cluster_zones(self, cluster: ClusterRef) -> tuple[str, ...]:
+        """The cluster's node locations: where a pool that names no zones runs (NodePool.locations)."""
+        return tuple(self._call(self._client.get_cluster, name=_path(cluster)).locations)
+
     def _call(self, method: Any, **kwargs: Any) -> Any:
         """One RPC without the SDK's own retries: callers retry TRANSIENT errors with their
         backoff, so retries are never multiplied."""
@@ -224,7 +229,10 @@ class GkeDriver:
             raise OperationFailed(f"{what}: {done.error.message or done.status_message}")
         self._times.record(kind, seconds_between(done.start_time, done.end_time))
 
-    def _node_pool(self, desired: PoolState) -> Any:
+    def _node_pool(self, desired: PoolState, zones: tuple[str, ...]) -> Any:
+        """The NodePool to create in `zones`: the fleet's counts are the whole pool's, GKE's
+        initialNodeCount is per zone, so autoscaling goes by total limits and a fixed count is
+        spread evenly (an autoscaled pool starts with the fewest nodes per zone that reach min)."""
         from google.cloud import container_v1 as gke
 
         config = gke.NodeConfig(
@@ -238,11 +246,12 @@ class GkeDriver:
         if desired.disk_size_gb is not None:
             config.disk_size_gb = desired.disk_size_gb
         scaling = desired.scaling
-        pool = gke.NodePool(name=desired.name, config=config, initial_node_count=scaling.min)
+        initial = -(-scaling.min // len(zones)) if scaling.autoscaling else _per_zone(scaling.min, zones)
+        pool = gke.NodePool(
+            name=desired.name, config=config, initial_node_count=initial, locations=list(desired.zones or ())
+        )
         if scaling.autoscaling:
-            pool.autoscaling = gke.NodePoolAutoscaling(
-                enabled=True, min_node_count=scaling.min, max_node_count=scaling.max
-            )
+            pool.autoscaling = _autoscaling(scaling)
         return pool
 
     @staticmethod
@@ -267,6 +276,34 @@ class GkeDriver:
                 max_shared_clients_per_gpu=desired.sharing.clients_per_gpu,
             )
         return accelerator
+
+
+def _autoscaling(scaling: Scaling) -> Any:
+    """Autoscaling by the whole pool's bounds (NodePoolAutoscaling total limits, GKE 1.24.1+)."""
+    from google.cloud import container_v1 as gke
+
+    return gke.NodePoolAutoscaling(
+        enabled=True, total_min_node_count=scaling.min, total_max_node_count=scaling.max
+    )
+
+
+def _per_zone(count: int, zones: tuple[str, ...]) -> int:
+    """A fixed pool's count in each zone; InvalidRequest where the zones cannot share it evenly."""
+    spread, left = divmod(count, len(zones))
+    if left:
+        raise InvalidRequest(
+            f"{count} nodes cannot be spread evenly over the pool's {len(zones)} zones "
+            f"({', '.join(zones)}): GKE runs the same number in each zone; give a multiple of {len(zones)}"
+        )
+    return spread
+
+
+def _total(autoscaling_min: int, autoscaling_max: int, total_min: int, total_max: int, zones: int) -> Scaling:
+    """The whole pool's autoscaling bounds, whichever limits the pool was given: total limits as
+    they are, per-zone limits times its zones (a pool made with gcloud's --min-nodes)."""
+    if total_min or total_max:
+        return Scaling(total_min, total_max, autoscaling=True)
+    return Scaling(autoscaling_min * zones, autoscaling_max * zones, autoscaling=True)
 
 
 def _path(cluster: ClusterRef) -> str:
@@ -294,10 +331,17 @@ def _observed(pool: Any) -> PoolState:
         strategy = gke.GPUSharingConfig.GPUSharingStrategy(shared.gpu_sharing_strategy).name
         sharing = NativeSharing(strategy, shared.max_shared_clients_per_gpu)
     autoscaling = message.autoscaling
+    zones = tuple(message.locations)
     scaling = (
-        Scaling(autoscaling.min_node_count, autoscaling.max_node_count, autoscaling=True)
+        _total(
+            autoscaling.min_node_count,
+            autoscaling.max_node_count,
+            autoscaling.total_min_node_count,
+            autoscaling.total_max_node_count,
+            max(len(zones), 1),
+        )
         if autoscaling.enabled
-        else Scaling.fixed(message.initial_node_count)
+        else Scaling.fixed(message.initial_node_count * max(len(zones), 1))
     )
     effects = gke.NodeTaint.Effect
     return PoolState(
@@ -317,6 +361,7 @@ def _observed(pool: Any) -> PoolState:
         owned=config.resource_labels.get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(gke.NodePool.Status(message.status).name, "changing"),
         nodes=None,  # a GKE NodePool carries no current size: its instance groups do
+        zones=zones or None,
     )
 
 
@@ -332,6 +377,9 @@ def _read_environment_once(session: Any, url: str) -> None:
     if bundle and session.verify is True:
         session.verify = bundle
     session.trust_env = False
+
+
+_AUTOSCALING_FIELDS = ("minNodeCount", "maxNodeCount", "totalMinNodeCount", "totalMaxNodeCount")
 
 
 def _observed_json(pool: dict[str, Any]) -> PoolState:
@@ -354,12 +402,14 @@ def _observed_json(pool: dict[str, Any]) -> PoolState:
             int(shared.get("maxSharedClientsPerGpu", 0)),
         )
     autoscaling = pool.get("autoscaling", {})
+    zones = tuple(pool.get("locations", ()))
     scaling = (
-        Scaling(
-            int(autoscaling.get("minNodeCount", 0)), int(autoscaling.get("maxNodeCount", 0)), autoscaling=True
+        _total(
+            *(int(autoscaling.get(f, 0)) for f in _AUTOSCALING_FIELDS),
+            max(len(zones), 1),
         )
         if autoscaling.get("enabled", False)
-        else Scaling.fixed(int(pool.get("initialNodeCount", 0)))
+        else Scaling.fixed(int(pool.get("initialNodeCount", 0)) * max(len(zones), 1))
     )
     return PoolState(
         name=pool.get("name", ""),
@@ -384,6 +434,7 @@ def _observed_json(pool: dict[str, Any]) -> PoolState:
         owned=config.get("resourceLabels", {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(enum(gke.NodePool.Status, pool.get("status", 0)), "changing"),
         nodes=None,  # a GKE NodePool carries no current size: its instance groups do
+        zones=zones or None,
     )
 
 

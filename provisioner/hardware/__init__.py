@@ -66,7 +66,8 @@ class SharingMode:
 class PoolLimits:
     """What a cloud's API refuses in a pool beyond Kubernetes' own rules (clouds.yaml `limits`)."""
 
-    max_nodes: int  # per pool (GKE: per zone), for count and the autoscaling maximum
+    max_nodes: int  # per pool, or per zone with nodes_per_zone; for count and the autoscaling maximum
+    nodes_per_zone: bool = False
     min_disk_size_gb: int | None = None
     max_disk_size_gb: int | None = None
     max_label_key_length: int | None = None  # the whole key, prefix included
@@ -93,6 +94,20 @@ class MemoryScheduler:
     def mode_of(self, value: str) -> str | None:
         """The isolation level a label value stands for; None for whole GPUs or a value not written here."""
         return next((level for level, written in self.isolation.items() if written == value), None)
+
+
+@dataclass(frozen=True)
+class ZoneRules:
+    """How a cloud's pools name the zones their nodes run in (clouds.yaml `zones`)."""
+
+    field: str  # the cloud's own field, for messages
+    pattern: str  # a zone's form, a regex where {region} stands for the cluster's region
+    example: str  # one, for messages
+    count_per_zone: bool  # the cloud's fixed size is per zone: a count is spread over the zones
+    follows_cluster: bool  # a pool that names none runs in the cluster's zones (so import omits them)
+
+    def matches(self, zone: str, region: str) -> bool:
+        return re.fullmatch(self.pattern.replace("{region}", re.escape(region)), zone) is not None
 
 
 @dataclass(frozen=True)
@@ -162,6 +177,8 @@ class CloudProfile:
     pool_label: PoolLabel | None = None  # the node label naming each node's pool
     placement: PlacementRules | None = None  # None: the tool cannot place pods on this cloud's pools
     polling: PollSchedule = PollSchedule()  # how its drivers wait for an operation to end
+    zones: ZoneRules | None = None  # None: its pools name no zones (zones_refusal says why)
+    zones_refusal: str | None = None
 
     @property
     def edge_pools(self) -> bool:
@@ -286,6 +303,18 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         placement=_placement(row["placement"]) if "placement" in row else None,
         polling=_polling(row["polling"]) if "polling" in row else PollSchedule(),
         requests_at_once=row["requestsAtOnce"],
+        zones=_zones(row["zones"]) if "field" in row.get("zones", {}) else None,
+        zones_refusal=row.get("zones", {}).get("refused"),
+    )
+
+
+def _zones(row: Mapping[str, Any]) -> ZoneRules:
+    return ZoneRules(
+        field=row["field"],
+        pattern=row["pattern"],
+        example=row["example"],
+        count_per_zone=row["countPerZone"],
+        follows_cluster=row["followsCluster"],
     )
 
 
@@ -323,6 +352,7 @@ def _limits(row: Mapping[str, Any]) -> PoolLimits:
     disk = row.get("diskSizeGb", {})
     return PoolLimits(
         max_nodes=row["nodes"]["max"],
+        nodes_per_zone=row["nodes"].get("perZone", False),
         min_disk_size_gb=disk.get("min"),
         max_disk_size_gb=disk.get("max"),
         max_label_key_length=row.get("labelKey", {}).get("maxLength"),

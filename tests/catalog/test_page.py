@@ -87,14 +87,15 @@ def test_the_page_shows_every_cluster_and_pool_a_chart_and_filters_without_javas
     assert chart.is_visible()
     bars = chart.locator("g.bar")
     # one bar per cloud, cluster and GPU model, in that order; slices to the maximum size: a MIG
-    # pool 3 nodes x 7 (aws: 8 GPUs, 56); a shared pool 2 x 4, plus its cluster's spare GPU
+    # pool 3 nodes x 7 (aws: 8 GPUs, 56); a shared pool 2 x 4, plus its cluster's spare GPU (gcp:
+    # its spare pool's 3 nodes, one in each of the regional cluster's zones)
     assert bars.evaluate_all("gs => gs.map(g => [g.dataset.cluster, g.dataset.gpu, g.dataset.total])") == [
         ["azure", "A100 80GB", "21"],
         ["azure", "T4 16GB", "9"],
         ["aws", "A100 40GB", "168"],
         ["aws", "A10G 24GB", "9"],
         ["gcp", "A100 40GB", "21"],
-        ["gcp", "L4 24GB", "9"],
+        ["gcp", "L4 24GB", "11"],
     ]
     # allocation as the last sync read it from Kubernetes: aws's spare A10G is held by a pod
     texts = bars.evaluate_all("gs => gs.map(g => g.querySelector('text:last-of-type').textContent)")

@@ -63,7 +63,8 @@ class DriverContract:
         updated = driver.update_pool(cluster, changed)
         assert changed.differences(updated) == [], updated
 
-        back = dataclasses.replace(changed, labels=want.labels, taints=want.taints, scaling=Scaling.fixed(2))
+        # 3 nodes: a pool of a regional GKE cluster spreads a fixed count over its three zones.
+        back = dataclasses.replace(changed, labels=want.labels, taints=want.taints, scaling=Scaling.fixed(3))
         assert back.differences(driver.update_pool(cluster, back)) == []
 
         driver.delete_pool(cluster, kind)

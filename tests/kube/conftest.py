@@ -23,7 +23,7 @@ POOLS = {
       - {name: whole, instanceType: Standard_NC4as_T4_v3, nodes: {count: 1}}
 """,
     "gke": """
-      - {name: shared, instanceType: g2-standard-8, gpu: {sharing: mps, replicas: 4}, nodes: {count: 1}}
+      - {name: shared, instanceType: g2-standard-8, gpu: {sharing: mps, replicas: 4}, nodes: {count: 3}}
       - {name: empty, instanceType: g2-standard-8, nodes: {count: 0}}
 """,
     "eks": """

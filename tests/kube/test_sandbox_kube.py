@@ -224,11 +224,12 @@ def test_gke_nodes_carry_gke_s_accelerator_labels_and_gpu_taint(world: World):
     assert len(world.nodes("gke", "cloud.google.com/gke-nodepool=l4-ts")) == 3
 
 
-def test_a_regional_gke_pool_has_its_count_in_each_of_three_zones(tmp_path: Path):
+def test_a_regional_gke_pool_spreads_its_count_over_the_clusters_three_zones(tmp_path: Path):
     ref = ClusterRef("gke", "kube-project", "europe-west4", f"regional-{uuid.uuid4().hex[:6]}")
     sandbox = Sandbox(tmp_path, SandboxSettings()).start([Target("regional", ref)])
     try:
-        connect("gke", tmp_path).create_pool(ref, pool("a100", "a2-highgpu-1g", 1, 1, mig="1g.5gb"))
+        # 3 nodes in all (the fleet's count is the pool's): one in each zone, as GKE's per-zone count
+        connect("gke", tmp_path).create_pool(ref, pool("a100", "a2-highgpu-1g", 1, 3, mig="1g.5gb"))
         api = client.CoreV1Api(config.new_client_from_config(str(sandbox.kubeconfig), context="regional"))
         nodes = api.list_node(label_selector="cloud.google.com/gke-nodepool=a100").items
         assert sorted(n.metadata.labels["topology.kubernetes.io/zone"] for n in nodes) == [

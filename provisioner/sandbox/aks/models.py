@@ -62,7 +62,11 @@ SYSTEM_VM_SIZE = re.compile(r"^Standard_[DE]\d+[a-z]*s?_v\d$")
 # nodeTaints entries: key[=value]:Effect, the effects Kubernetes knows (AKS "Use node taints").
 TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)$")
 # Set at creation only: a change needs a new pool (FACTS.md, AKS; agentPools spec descriptions).
-IMMUTABLE = ("vmSize", "gpuInstanceProfile", "osDiskSizeGB", "scaleSetPriority")
+# availabilityZones too (learn.microsoft.com azure/aks/availability-zones: "You can't change the
+# availability zones of an existing node pool").
+IMMUTABLE = ("vmSize", "gpuInstanceProfile", "osDiskSizeGB", "scaleSetPriority", "availabilityZones")
+# Availability zones are numbered 1 to 3 in a region that has them (AKS availability-zones).
+ZONES = ("1", "2", "3")
 DEFAULT_OS_DISK_GB = 128
 # What AKS writes into a Spot pool's own nodeLabels / nodeTaints, as `az aks nodepool show` lists
 # them (learn.microsoft.com/azure/aks/spot-node-pool).
@@ -232,6 +236,9 @@ class AksBackend:
                 raise InvalidParameter(
                     f"Taint {taint!r} is invalid: want key=value:NoSchedule|PreferNoSchedule|NoExecute."
                 )
+        zones = properties.get("availabilityZones") or []
+        if any(zone not in ZONES for zone in zones) or len(set(zones)) != len(zones):
+            raise InvalidParameter(f"availabilityZones {zones!r} is invalid: zones are {', '.join(ZONES)}.")
         if properties.get("enableAutoScaling"):
             low, high = properties.get("minCount"), properties.get("maxCount")
             if low is None or high is None or not 0 <= low <= high:

@@ -36,7 +36,13 @@ MAX_SHARED_CLIENTS = (2, 48)
 # Node-pool fields UpdateNodePool changes (UpdateNodePoolRequest: labels, taints,
 # resource_labels, disk_size_gb; googleapis/python-container#506); autoscaling and size have their
 # own calls; anything else on a pool is fixed at creation.
-UPDATABLE = ("labels", "taints", "resource_labels", "disk_size_gb")
+UPDATABLE = ("labels", "taints", "resource_labels", "disk_size_gb", "locations")
+# A regional cluster's default node locations: three zones of its region (GKE "Regional
+# clusters": "By default, GKE replicates each node pool across three zones of the control
+# plane's region"); the emulator takes the region's -a, -b and -c. A zonal cluster's: its zone.
+REGIONAL_ZONES = ("a", "b", "c")
+# A version the clusters report (Cluster.currentMasterVersion): a GKE 1.34 patch of late 2026.
+MASTER_VERSION = "1.34.1-gke.1000000"
 # Machine type -> (the accelerator type it takes, the accelerator counts it takes). GPU machine
 # types carry their GPUs, so the count is the machine's; N1 machines take T4s in 1, 2 or 4 (up to
 # 48 vCPUs for 1-2 T4s, 96 for 4). Compute Engine "GPU machine types"
@@ -117,16 +123,27 @@ class Accelerator:
 
 @dataclass(frozen=True)
 class Autoscaling:
+    """NodePoolAutoscaling: per-zone limits (min/max_node_count) or the whole pool's
+    (total_min/total_max_node_count), never both ("Cannot be used with total limits")."""
+
     enabled: bool = False
-    min_nodes: int = 0
+    min_nodes: int = 0  # per zone
     max_nodes: int = 0
+    total_min_nodes: int = 0
+    total_max_nodes: int = 0
+    location_policy: str = ""  # "" (unset), BALANCED or ANY
+
+    @property
+    def total_limits(self) -> bool:
+        return bool(self.total_min_nodes or self.total_max_nodes)
 
 
 @dataclass(frozen=True)
 class NodePool:
     name: str
     machine_type: str
-    node_count: int = 0  # initialNodeCount; setSize changes it
+    node_count: int = 0  # nodes in each of its zones: initialNodeCount; setSize changes it
+    locations: tuple[str, ...] = ()  # its zones; () at creation: the cluster's
     disk_size_gb: int = 0  # 0: GKE's default, filled in at creation
     spot: bool = False
     labels: dict[str, str] = field(default_factory=dict)
@@ -150,15 +167,33 @@ class GkeBackend:
     def __init__(self, engine: Engine, project: str, location: str):
         self.engine = engine
         self.location_path = f"projects/{project}/locations/{location}"
+        self.node_locations: dict[str, tuple[str, ...]] = {}  # cluster -> its node locations
 
     def cluster_key(self, cluster: str) -> str:
         """The cluster's resource name, as its pools' and operations' names begin."""
         return f"{self.location_path}/clusters/{cluster}"
 
-    def add_cluster(self, cluster: str) -> str:
+    def add_cluster(self, cluster: str, locations: tuple[str, ...] = ()) -> str:
+        """A cluster whose pools run in `locations` unless they name theirs (default: a regional
+        cluster's three zones, a zonal cluster's own zone)."""
         key = self.cluster_key(cluster)
         self.engine.add_cluster(key)
+        self.node_locations[cluster] = locations or self.default_locations()
         return key
+
+    @property
+    def location(self) -> str:
+        return self.location_path.rsplit("/", 1)[1]
+
+    @property
+    def region(self) -> str:
+        zonal = self.location.count("-") == 2  # us-central1-a is a zone, us-central1 a region
+        return self.location.rsplit("-", 1)[0] if zonal else self.location
+
+    def default_locations(self) -> tuple[str, ...]:
+        if self.region == self.location:
+            return tuple(f"{self.region}-{zone}" for zone in REGIONAL_ZONES)
+        return (self.location,)
 
     def cluster(self, cluster: str) -> ClusterState:
         """The cluster's state as the engine holds it (tests set what the cloud would change)."""
@@ -166,7 +201,14 @@ class GkeBackend:
 
     def seed_system_pool(self, cluster: str) -> None:
         """A pool the tool did not create, as every real cluster has."""
-        pool = NodePool("default-pool", "e2-standard-4", node_count=3, disk_size_gb=100, status="RUNNING")
+        pool = NodePool(
+            "default-pool",
+            "e2-standard-4",
+            node_count=3,  # gcloud's default --num-nodes, per zone
+            locations=self.node_locations.get(cluster, self.default_locations()),
+            disk_size_gb=100,
+            status="RUNNING",
+        )
         self._pools(cluster)[pool.name] = pool
 
     def clusters(self) -> list[str]:
@@ -184,6 +226,10 @@ class GkeBackend:
         with self.engine.lock:
             return self._pool(cluster, name)
 
+    def cluster_locations(self, cluster: str) -> tuple[str, ...]:
+        self._pools(cluster)  # NotFound for an unknown cluster
+        return self.node_locations.get(cluster, self.default_locations())
+
     def get_operation(self, operation_id: str) -> Operation:
         operation = self.engine.operation(operation_id)
         if operation is None or not operation.cluster.startswith(self.location_path + "/"):
@@ -199,7 +245,10 @@ class GkeBackend:
             if pool.name in pools:
                 raise AlreadyExists(f"Already exists: {self.cluster_key(cluster)}/nodePools/{pool.name}.")
             creating = replace(
-                pool, disk_size_gb=pool.disk_size_gb or DEFAULT_DISK_SIZE_GB, status="PROVISIONING"
+                pool,
+                disk_size_gb=pool.disk_size_gb or DEFAULT_DISK_SIZE_GB,
+                locations=pool.locations or self.cluster_locations(cluster),
+                status="PROVISIONING",
             )
             return self._begin(
                 cluster,
@@ -219,6 +268,7 @@ class GkeBackend:
             updated = replace(current, **changes)
             self._check_disk(updated.disk_size_gb)
             self._check_taints(updated.taints)
+            self._check_locations(updated.locations)
             return self._change(cluster, name, "update", updated)
 
     def set_autoscaling(self, cluster: str, name: str, autoscaling: Autoscaling) -> Operation:
@@ -258,6 +308,8 @@ class GkeBackend:
         self._check_disk(pool.disk_size_gb)
         self._check_taints(pool.taints)
         self._check_autoscaling(pool.autoscaling)
+        if pool.locations:
+            self._check_locations(pool.locations)
         if len(pool.accelerators) > 1:
             raise InvalidArgument("At most one accelerator config is supported.")
         for accelerator in pool.accelerators:
@@ -305,10 +357,33 @@ class GkeBackend:
                 raise InvalidArgument(f"Found more than one taint with key {key} and effect {effect}.")
             seen.add((key, effect))
 
+    def _check_locations(self, locations: tuple[str, ...]) -> None:
+        """NodePool.locations: zones of the cluster's region ("Nodes must be in the region of
+        their regional cluster or in the same region as their cluster's zone")."""
+        if not locations:
+            raise InvalidArgument("locations must name at least one zone.")
+        for zone in locations:
+            if not re.fullmatch(rf"{re.escape(self.region)}-[a-z]", zone):
+                raise InvalidArgument(
+                    f"Location {zone!r} is not a zone of the cluster's region {self.region}"
+                )
+        if len(set(locations)) != len(locations):
+            raise InvalidArgument("locations must not repeat a zone.")
+
     @staticmethod
     def _check_autoscaling(autoscaling: Autoscaling) -> None:
-        if autoscaling.enabled and not 0 <= autoscaling.min_nodes <= autoscaling.max_nodes:
+        if not autoscaling.enabled:
+            return
+        per_zone = bool(autoscaling.min_nodes or autoscaling.max_nodes)
+        if per_zone and autoscaling.total_limits:
+            raise InvalidArgument("Per zone limits cannot be used with total limits.")
+        if autoscaling.total_limits:
+            if not 0 <= autoscaling.total_min_nodes <= autoscaling.total_max_nodes:
+                raise InvalidArgument("Autoscaling needs 0 <= totalMinNodeCount <= totalMaxNodeCount.")
+        elif not 0 <= autoscaling.min_nodes <= autoscaling.max_nodes:
             raise InvalidArgument("Autoscaling needs 0 <= minNodeCount <= maxNodeCount.")
+        if autoscaling.location_policy not in ("", "BALANCED", "ANY"):
+            raise InvalidArgument(f"Invalid locationPolicy {autoscaling.location_policy!r}.")
 
     # State
 

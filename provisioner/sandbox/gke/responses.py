@@ -14,7 +14,7 @@ from werkzeug.wrappers import Request, Response
 
 from provisioner.sandbox.engine import BackendDict, Engine, Operation
 from provisioner.sandbox.gke.exceptions import InvalidArgument, NotFound, ResourceExhausted, Unavailable
-from provisioner.sandbox.gke.models import Accelerator, Autoscaling, GkeBackend, NodePool
+from provisioner.sandbox.gke.models import MASTER_VERSION, Accelerator, Autoscaling, GkeBackend, NodePool
 from provisioner.sandbox.gke.urls import ROUTES
 from provisioner.sandbox.wire import ApiError, EmulatorApp, WireErrors, json_response, request_json
 
@@ -25,6 +25,8 @@ DRIVER_VERSION = {"INSTALLATION_DISABLED": 1, "DEFAULT": 2, "LATEST": 3}
 POOL_STATUS = {"PROVISIONING": 1, "RUNNING": 2, "RECONCILING": 4, "STOPPING": 5, "ERROR": 6}
 OPERATION_TYPE = {"create": 7, "delete": 8, "update": 4}  # CREATE_NODE_POOL, DELETE_NODE_POOL, UPGRADE_NODES
 OPERATION_STATUS = {"RUNNING": 2, "DONE": 3}
+CLUSTER_STATUS = {"RUNNING": 2}
+LOCATION_POLICY = {"BALANCED": 1, "ANY": 2}
 
 
 def app(engine: Engine, backends: BackendDict[GkeBackend], latency: float = 0.0) -> EmulatorApp:
@@ -68,6 +70,25 @@ class GkeHandlers:
             _, _, _, cluster_location, _, name = key.split("/")
             clusters.append({"name": name, "location": cluster_location, "status": 2, "selfLink": _link(key)})
         return json_response({"clusters": clusters} if clusters else {})
+
+    def get_cluster(self, request: Request, project: str, location: str, cluster: str) -> Response:
+        """clusters.get: the fields a node pool's placement and its tools read (Cluster reference:
+        locations, "the zones in which the cluster's nodes should be located"), and its pools."""
+        backend = self.backends[project][location]
+        key = backend.cluster_key(cluster)
+        pools = [encode_pool(key, p) for p in backend.list_pools(cluster)]
+        body = {
+            "name": cluster,
+            "location": location,
+            "zone": location,
+            "locations": list(backend.cluster_locations(cluster)),
+            "status": CLUSTER_STATUS["RUNNING"],
+            "currentMasterVersion": MASTER_VERSION,
+            "currentNodeVersion": MASTER_VERSION,
+            "selfLink": _link(key),
+            "nodePools": pools,
+        }
+        return json_response(_omit_defaults(body))
 
     def list_pools(self, request: Request, project: str, location: str, cluster: str) -> Response:
         backend = self.backends[project][location]
@@ -174,11 +195,15 @@ def encode_pool(key: str, pool: NodePool) -> dict[str, Any]:
             "spot": pool.spot,
         }
     )
+    scaling = pool.autoscaling
     autoscaling = _omit_defaults(
         {
-            "enabled": pool.autoscaling.enabled,
-            "minNodeCount": pool.autoscaling.min_nodes,
-            "maxNodeCount": pool.autoscaling.max_nodes,
+            "enabled": scaling.enabled,
+            "minNodeCount": scaling.min_nodes,
+            "maxNodeCount": scaling.max_nodes,
+            "totalMinNodeCount": scaling.total_min_nodes,
+            "totalMaxNodeCount": scaling.total_max_nodes,
+            "locationPolicy": LOCATION_POLICY.get(scaling.location_policy),
         }
     )
     return _omit_defaults(
@@ -186,6 +211,7 @@ def encode_pool(key: str, pool: NodePool) -> dict[str, Any]:
             "name": pool.name,
             "config": config,
             "initialNodeCount": pool.node_count,
+            "locations": list(pool.locations),
             "autoscaling": autoscaling,
             "status": POOL_STATUS[pool.status],
             "selfLink": _link(f"{key}/nodePools/{pool.name}"),
@@ -226,6 +252,9 @@ def decode_autoscaling(raw: dict[str, Any]) -> Autoscaling:
         enabled=bool(raw.get("enabled", False)),
         min_nodes=_int(raw.get("minNodeCount", 0), "minNodeCount"),
         max_nodes=_int(raw.get("maxNodeCount", 0), "maxNodeCount"),
+        total_min_nodes=_int(raw.get("totalMinNodeCount", 0), "totalMinNodeCount"),
+        total_max_nodes=_int(raw.get("totalMaxNodeCount", 0), "totalMaxNodeCount"),
+        location_policy=_enum(raw.get("locationPolicy"), LOCATION_POLICY, "locationPolicy"),
     )
 
 
@@ -251,6 +280,7 @@ def decode_pool(raw: dict[str, Any]) -> NodePool:
         name=raw.get("name", ""),
         machine_type=config.get("machineType", "e2-medium"),
         node_count=_int(raw.get("initialNodeCount", 0), "initialNodeCount"),
+        locations=tuple(raw.get("locations", ())),
         disk_size_gb=_int(config.get("diskSizeGb", 0), "diskSizeGb"),
         spot=bool(config.get("spot", False)),
         labels=dict(config.get("labels", {})),
@@ -272,6 +302,8 @@ def decode_update(raw: dict[str, Any]) -> dict[str, Any]:
         changes["taints"] = _taints(raw["taints"].get("taints", []))
     if "diskSizeGb" in raw:
         changes["disk_size_gb"] = _int(raw["diskSizeGb"], "diskSizeGb")
+    if raw.get("locations"):  # empty: unchanged (UpdateNodePoolRequest.locations)
+        changes["locations"] = tuple(raw["locations"])
     for fixed in ("machineType", "accelerators", "spot", "diskType"):
         if fixed in raw:
             changes[fixed] = raw[fixed]

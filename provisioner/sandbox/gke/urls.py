@@ -10,6 +10,7 @@ _CLUSTER = f"{_LOCATION}/clusters/<cluster>"
 ROUTES = Map(
     [
         Rule(f"{_LOCATION}/clusters", methods=["GET"], endpoint="list_clusters"),
+        Rule(f"{_CLUSTER}", methods=["GET"], endpoint="get_cluster"),
         Rule(f"{_CLUSTER}/nodePools", methods=["GET"], endpoint="list_pools"),
         Rule(f"{_CLUSTER}/nodePools", methods=["POST"], endpoint="create_pool"),
         Rule(f"{_CLUSTER}/nodePools/<pool>:setAutoscaling", methods=["POST"], endpoint="set_autoscaling"),

@@ -61,9 +61,6 @@ GKE_ACCELERATORS = {
 }
 # GKE's sharing strategy as its node label spells it (timesharing-gpus, nvidia-mps-gpus).
 GKE_SHARING_LABEL_VALUES = {"TIME_SHARING": "time-sharing", "MPS": "mps"}
-# A regional cluster runs each node pool in three zones by default, and node counts are per zone
-# (GKE "Regional clusters": node pools are replicated across three zones of the region).
-GKE_REGIONAL_ZONES = ("a", "b", "c")
 
 
 def _family(prefix: str, sizes: dict[str, int], gpu: str) -> dict[str, tuple[str, int]]:
@@ -249,12 +246,14 @@ class AksPools:
 
 
 class GkePools:
-    """Node pools: node_count nodes per zone named gke-<cluster>-<pool>-<8 hex>-<4 chars>; GKE
+    """Node pools: node_count nodes in each of the pool's locations (its zones: the count is per
+    zone), named gke-<cluster>-<pool>-<8 hex>-<4 chars>; GKE
     labels them cloud.google.com/gke-nodepool, gke-accelerator and, from the accelerator config,
     gke-gpu-partition-size, gke-gpu-sharing-strategy, gke-max-shared-clients-per-gpu (GKE docs:
     gpus-multi, timesharing-gpus, nvidia-mps-gpus), gke-spot for Spot pools; and it taints GPU
     nodes nvidia.com/gpu=present:NoSchedule where the cluster also has non-GPU pools (GKE "Run
-    GPUs in Standard node pools"), which every sandbox cluster has (its default-pool)."""
+    GPUs in Standard node pools": "GKE automatically applies this taint ... if the cluster
+    also has non-GPU node pools"; a sandbox cluster has its default-pool unless deleted)."""
 
     def __init__(self, emulator: Any, ref: ClusterRef):
         self.backend, self.cluster, self.location = (
@@ -262,17 +261,13 @@ class GkePools:
             ref.name,
             ref.location,
         )
-        self.regional = ref.location.count("-") == 1  # us-central1 is a region, us-central1-a a zone
-        self.region = ref.location if self.regional else ref.location.rsplit("-", 1)[0]
-
-    def zones(self) -> list[str]:
-        regional = self.regional
-        return [f"{self.location}-{z}" for z in GKE_REGIONAL_ZONES] if regional else [self.location]
+        self.region = self.backend.region
 
     def pools(self, slot: Callable[[str], int]) -> list[Pool]:
         found = []
-        zones = self.zones()
-        for pool in sorted(self.backend.list_pools(self.cluster), key=lambda p: p.name):
+        every = self.backend.list_pools(self.cluster)
+        gpu_taint = any(not pool.accelerators for pool in every)
+        for pool in sorted(every, key=lambda p: p.name):
             if pool.status == "PROVISIONING":
                 continue
             labels = {**pool.labels, "cloud.google.com/gke-nodepool": pool.name}
@@ -296,10 +291,10 @@ class GkePools:
                     )
                     labels["cloud.google.com/gke-max-shared-clients-per-gpu"] = str(clients)
                 advertise = _gke(accelerator.partition_size, clients)
-                if not any(t["key"] == rules.GPU for t in taints):
+                if gpu_taint and not any(t["key"] == rules.GPU for t in taints):
                     taints.append({"key": rules.GPU, "value": "present", "effect": "NoSchedule"})
             names, node_zones = [], []
-            for zone in zones:  # one instance group per zone, each with its own hash
+            for zone in pool.locations:  # one instance group per zone, each with its own hash
                 group = hashlib.sha256(
                     f"{self.backend.cluster_key(self.cluster)}/{pool.name}/{zone}".encode()
                 )
