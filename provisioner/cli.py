@@ -289,6 +289,12 @@ def import_pools(
                 f"`provisioner plan {fleet}` shows what adopting them does."
             )
         )
+        for entry in result.entries:
+            if entry.updates:
+                out.print(
+                    escape(f"  {entry.cluster}/{entry.pool}: adopting it updates it in place: ")
+                    + escape("; ".join(entry.updates))
+                )
     for error in result.errors:
         click.echo(f"error: {error}", err=True)
     if result.errors:

@@ -4,8 +4,10 @@ from the pools as the clouds hold them, and written into the fleet file in place
 An entry is compile's inverse: the gpu intent is read back through nvidia.py's readers (the same
 module that writes the marks), the labels and taints the tool derives are left out, and what is
 left is the user's own. Exactness is proven, not assumed: an entry is offered only when it
-compiles to the very PoolState the cloud holds (PoolState.differences == []). Any other pool is
-skipped with the reason, never approximated: adopting an approximation would change the pool.
+compiles to the PoolState the cloud holds, or to one the cloud reaches by updating the pool in
+place (a pool made by hand without the GPU taint: adopting it adds the taint), and each such
+update is said beside the entry and in the plan. A pool that would need a new pool, or that the
+fleet language cannot describe, is skipped with the reason, never approximated.
 
 Writing keeps every byte of the file that is not the new entries: ruamel.yaml's round-trip
 parser says where each cluster's pool list ends, and the entries are inserted there as text.
@@ -51,6 +53,7 @@ class Imported:
     pool: str
     entry: dict[str, Any] | None = None  # the fleet entry (the file's camelCase keys); None: skipped
     reason: str = ""  # why it was skipped
+    updates: tuple[str, ...] = ()  # what adopting it changes in place, in words
 
 
 @dataclass(frozen=True)
@@ -102,11 +105,11 @@ def import_pools(
                 imported.append(Imported(cluster.name, state.name, reason=why))
                 continue
             try:
-                entry = exact_entry(cluster.cloud, state)
+                entry, updates = exact_entry(cluster.cloud, state)
             except Inexpressible as why:
                 imported.append(Imported(cluster.name, state.name, reason=str(why)))
             else:
-                imported.append(Imported(cluster.name, state.name, entry))
+                imported.append(Imported(cluster.name, state.name, entry, updates=updates))
     observed = [c for c in clusters if by_name[c.name].error is None]
     for name in pool_names:
         if name not in found and observed:
@@ -123,8 +126,9 @@ def _gpu_pool(cloud: CloudProfile, state: PoolState) -> bool:
     return bool(state.edge and cloud.scheduler is not None and cloud.scheduler.label in state.label_map)
 
 
-def exact_entry(cloud: CloudProfile, state: PoolState) -> dict[str, Any]:
-    """The fleet entry (with adopt: true) that compiles to exactly `state`; Inexpressible otherwise."""
+def exact_entry(cloud: CloudProfile, state: PoolState) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The fleet entry (with adopt: true) that compiles to `state`, or to a pool the cloud makes of
+    it in place, with those updates in words; Inexpressible otherwise."""
     entry = describe(cloud, state)
     try:
         pool = Pool.model_validate(entry)
@@ -137,13 +141,29 @@ def exact_entry(cloud: CloudProfile, state: PoolState) -> dict[str, Any]:
         raise Inexpressible(f"its settings break provisioner's {cloud.title} rules: {problems}") from None
     desired = desired_state(CompiledPool(pool, setup, cloud.edge_pools))
     differing = desired.differences(state)
-    if differing:
+    fixed = [name for name in differing if name not in cloud.in_place]
+    if fixed:
         shown = "; ".join(
             f"{name}: pool {_show(name, getattr(state, name))}, entry {_show(name, getattr(desired, name))}"
-            for name in differing
+            for name in fixed
         )
-        raise Inexpressible(f"no fleet entry compiles to this pool exactly ({shown})")
-    return entry
+        raise Inexpressible(
+            f"no fleet entry compiles to this pool, nor to one {cloud.title} makes of it in place ({shown})"
+        )
+    return entry, tuple(
+        _update_words(name, getattr(state, name), getattr(desired, name)) for name in differing
+    )
+
+
+def _update_words(name: str, before: Any, after: Any) -> str:
+    """An in-place update as a person says it: `taint nvidia.com/gpu=present:NoSchedule added`."""
+    if name in ("taints", "labels"):
+        kind = name[:-1]
+        shown = str if name == "taints" else (lambda item: f"{item[0]}={item[1]}")
+        words = [f"{kind} {shown(item)} added" for item in after if item not in before]
+        words += [f"{kind} {shown(item)} removed" for item in before if item not in after]
+        return ", ".join(words)
+    return f"{name} {_show(name, before)} -> {_show(name, after)}"
 
 
 def describe(cloud: CloudProfile, state: PoolState) -> dict[str, Any]:
@@ -171,11 +191,7 @@ def describe(cloud: CloudProfile, state: PoolState) -> dict[str, Any]:
     own_labels = {key: value for key, value in state.labels if derived.get(key) != value}
     if own_labels:
         entry["labels"] = own_labels
-    if GPU_TAINT not in state.taints:
-        raise Inexpressible(
-            f"it lacks the taint {GPU_TAINT}, which provisioner gives every GPU pool so that only pods "
-            "that ask for a GPU land there; add the taint to the pool, then import it"
-        )
+    # A pool without the GPU taint gets it when adopted (an in-place update on every cloud).
     own_taints = [str(t) for t in state.taints if t != GPU_TAINT]
     if own_taints:
         entry["taints"] = own_taints
@@ -302,9 +318,15 @@ def entries_yaml(result: ImportResult) -> str:
     by_cluster: dict[str, list[dict[str, Any]]] = {}
     for found in result.entries:
         by_cluster.setdefault(found.cluster, []).append(found.entry)  # type: ignore[arg-type]
+    updates = {(found.cluster, found.entry["name"]): found.updates for found in result.entries}  # type: ignore[index]
     text = ""
     for cluster, entries in by_cluster.items():
-        text += f"{cluster}:\n" + _items(entries, indent=2, flow=False)
+        text += f"{cluster}:\n"
+        for entry in entries:
+            changes = updates[(cluster, entry["name"])]
+            if changes:  # said beside the entry, before the user adopts it
+                text += f"  # adopting it updates it in place: {'; '.join(changes)}\n"
+            text += _items([entry], indent=2, flow=False)
     return text
 
 

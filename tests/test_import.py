@@ -21,7 +21,7 @@ from ruamel.yaml import YAML
 from provisioner.cli import main
 from provisioner.compile import compile_file, desired_state
 from provisioner.drivers.registry import connect
-from provisioner.pools import PoolState
+from provisioner.pools import GPU_TAINT, PoolState
 from provisioner.sandbox.server import Sandbox, SandboxSettings
 from tests.unowned import USER_TAG, create_unowned, identity
 
@@ -128,13 +128,15 @@ SKIPPED = {
     "azure/t4odd": "nvidia.com/device-plugin.config=custom-sharing names a device-plugin config "
     "provisioner does not write (it writes time-sliced-<replicas> and mps-<replicas>, each in the "
     "ConfigMap `provisioner render` prints)",
-    "gcp/l4-bare": "it lacks the taint nvidia.com/gpu=present:NoSchedule, which provisioner gives every "
-    "GPU pool so that only pods that ask for a GPU land there; add the taint to the pool, then import it",
     "aws/a100-mixed": "nvidia.com/mig.config=all-balanced names a MIG layout provisioner does not write "
     "(it writes all-<profile>, one profile on every GPU, with a profile of the A100 40GB)",
     "ali/a10-unmarked": "it has no ack.node.gpu.schedule label, which provisioner sets on every ACK GPU "
     "pool (ack.node.gpu.schedule=default for whole GPUs); add it to the pool, then import it",
 }
+
+# Made as GKE's own docs make a GPU pool, without the GPU taint: adopting it adds the taint, an
+# in-place update on every cloud, said beside the entry and in the plan.
+UPDATED = {("gcp", "l4-bare"): "taint nvidia.com/gpu=present:NoSchedule added"}
 
 
 class Clouds:
@@ -214,13 +216,20 @@ def test_pools_made_by_hand_are_imported_exactly_adopted_and_keep_their_identity
     printed = clouds.run("import", str(clouds.fleet))
     assert printed.exit_code == 0, printed.output
     assert YAML(typ="safe").load(printed.stdout) == _expected_entries()
+    assert (
+        "  # adopting it updates it in place: taint nvidia.com/gpu=present:NoSchedule added\n"
+        "  - name: l4-bare\n" in printed.stdout
+    )
     skipped = dict(line.removeprefix("skipped ").split(": ", 1) for line in printed.stderr.splitlines())
     assert skipped == SKIPPED  # the system pools are no GPU pools: not even mentioned
     assert clouds.fleet.read_text() == clouds.text  # printing writes nothing
 
     written = clouds.run("import", str(clouds.fleet), "--write")
     assert written.exit_code == 0, written.output
-    assert "Added 14 pools with adopt: true to" in written.stdout
+    assert "Added 15 pools with adopt: true to" in written.stdout
+    assert "gcp/l4-bare: adopting it updates it in place: taint nvidia.com/gpu=present:NoSchedule added" in (
+        written.stdout
+    )
     assert clouds.fleet.read_text() == clouds.fleet_text(WRITTEN)  # every other byte as it was
     assert clouds.run("validate", str(clouds.fleet)).exit_code == 0
 
@@ -230,23 +239,29 @@ def test_pools_made_by_hand_are_imported_exactly_adopted_and_keep_their_identity
         for cluster, entries in _expected_entries().items()
         for entry in entries
     }
-    assert all(c["fields"] == [] and "then" not in c for c in plan["changes"])  # the marker and nothing else
-    assert plan["summary"] == {"create": 0, "update": 0, "replace": 0, "delete": 0, "adopt": 14}
+    for c in plan["changes"]:
+        if (c["cluster"], c["pool"]) in UPDATED:  # adopted, then the GPU taint added in place
+            assert (c["then"], [f["field"] for f in c["fields"]]) == ("update", ["taints"])
+            assert c["fields"][0]["after"] == ["nvidia.com/gpu=present:NoSchedule"]
+        else:
+            assert c["fields"] == [] and "then" not in c, c  # the marker and nothing else
+    assert plan["summary"] == {"create": 0, "update": 1, "replace": 0, "delete": 0, "adopt": 15}
     assert plan["errors"] == []
     text = clouds.run("plan", str(clouds.fleet)).stdout
     assert (
         "  <= a100mig will be adopted (only the ownership marker is added: its nodes and workloads stay)\n"
         in text
     )
+    assert "  <= l4-bare will be adopted, then updated in place\n" in text
     assert text.endswith(
-        "Plan: 14 to adopt, 0 to create, 0 to update, 0 to replace, 0 to delete.\n"
+        "Plan: 15 to adopt, 0 to create, 1 to update, 0 to replace, 0 to delete.\n"
         "Kubernetes: 2 device-plugin ConfigMaps to apply.\n"  # the pools' keys, installed by apply
     )
 
     applied = clouds.run("apply", str(clouds.fleet), "--auto-approve")
     assert applied.exit_code == 0, applied.output
     assert applied.stdout.splitlines()[-1] == (
-        "Apply complete: 14 adopted, 0 created, 0 updated, 0 replaced, 0 deleted."
+        "Apply complete: 15 adopted, 0 created, 0 updated, 0 replaced, 0 deleted."
     )
     again = clouds.run("plan", str(clouds.fleet), "--detailed-exitcode")  # adopt: true is inert now
     assert again.exit_code == 0, again.output
@@ -268,7 +283,10 @@ def test_pools_made_by_hand_are_imported_exactly_adopted_and_keep_their_identity
                 clouds.targets[cluster].ref
             )
         }
-        for name, was in pools.items():
+        for name, made_by_hand in pools.items():
+            was = made_by_hand
+            if (cluster, name) in UPDATED:
+                was = dataclasses.replace(was, taints=(*was.taints, GPU_TAINT))
             assert listed[name] == dataclasses.replace(was, owned=f"{cluster}/{name}" not in SKIPPED)
             assert (listed[name].nodes, listed[name].cloud_id) == (was.nodes, was.cloud_id)
 
@@ -288,6 +306,11 @@ WRITTEN = {
         instanceType: a2-highgpu-1g
         gpu: {mig: 1g.5gb, sharing: time-slicing, replicas: 2}
         nodes: {min: 0, max: 2}
+        diskSizeGb: 100
+        adopt: true
+      - name: l4-bare
+        instanceType: g2-standard-8
+        nodes: {count: 3}
         diskSizeGb: 100
         adopt: true
       - name: l4-mps
