@@ -219,6 +219,7 @@ class _ClusterSpec(Spec):
     _complete: bool = PrivateAttr(True)  # as SalvagedCluster's: its own fields are valid
     # The field that names the cluster in its cloud (ACK names it by ID).
     identity_field: ClassVar[str] = "cluster"
+    identity_note: ClassVar[str] = ""  # how the cloud tells clusters apart, where it is not plain
 
     @property
     def ref(self) -> ClusterRef:
@@ -290,11 +291,17 @@ class EksCluster(_ClusterSpec):
         list[_matching(r"subnet-[0-9a-f]{8,17}", "a subnet ID (subnet-...)")], Field(min_length=1)
     ]
 
+    identity_note: ClassVar[str] = (
+        "EKS reaches a cluster by region and name in the credentials' account; "
+        "a node role's account does not choose it"
+    )
+
     @property
     def ref(self) -> ClusterRef:
-        account = self.node_role.split(":")[4]  # the AWS account, from the role's ARN
+        # The fleet does not name the AWS account: the credentials choose it, so two entries with
+        # one region and name are one cluster whatever account their node roles are in.
         extras = {"node_role": self.node_role, "subnets": tuple(self.subnets)}
-        return ClusterRef("eks", account, self.region, self.cluster, extras)
+        return ClusterRef("eks", "", self.region, self.cluster, extras)
 
 
 class AckCluster(_ClusterSpec):
@@ -475,8 +482,9 @@ def _duplicates(data: Any, fleet: Fleet) -> list[tuple[Loc, str]]:
             problems.append(
                 (
                     (*cluster._loc, to_camel(cluster.identity_field)),
-                    f"{cluster.ref.name!r} is the same cluster as clusters[{first.name}]; "
-                    "two entries would fight over its pools",
+                    f"{cluster.ref.name!r} is the same cluster as clusters[{first.name}]"
+                    + (f" ({cluster.identity_note})" if cluster.identity_note else "")
+                    + "; two entries would fight over its pools",
                 )
             )
     return problems

@@ -663,8 +663,9 @@ def test_same_cluster_twice(fleet_file):
         """.replace(" R,", " arn:aws:iam::123456789012:role/r,")
     )
     assert problems(path) == [
-        "3: clusters[b].cluster: 'ml' is the same cluster as clusters[a]; two entries would fight "
-        "over its pools",
+        "3: clusters[b].cluster: 'ml' is the same cluster as clusters[a] (EKS reaches a cluster by "
+        "region and name in the credentials' account; a node role's account does not choose it); two "
+        "entries would fight over its pools",
     ]
 
 

@@ -73,3 +73,43 @@ def test_commands_without_a_running_sandbox_say_how_to_start_one(tmp_path: Path)
     assert result.returncode == 1
     assert "provisioner sandbox serve --dir" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+TWO_ENTRIES_ONE_EKS_CLUSTER = """\
+clusters:
+  - name: team-a
+    cloud: eks
+    region: us-east-1
+    cluster: ml-eks
+    nodeRole: arn:aws:iam::111111111111:role/nodes
+    subnets: [subnet-0abc1234]
+    pools:
+      - {name: g5-ts, instanceType: g5.xlarge, gpu: {sharing: mps, replicas: 4}, nodes: {min: 0, max: 2}}
+  - name: team-b  # a copy-paste with another account's node role: the same cluster for the API
+    cloud: eks
+    region: us-east-1
+    cluster: ml-eks
+    nodeRole: arn:aws:iam::222222222222:role/nodes
+    subnets: [subnet-0abc1234]
+    pools: []
+"""
+
+
+def test_two_entries_for_one_eks_cluster_are_refused_by_validate_and_by_the_sandbox(tmp_path: Path):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(TWO_ENTRIES_ONE_EKS_CLUSTER, encoding="utf-8")
+    message = (
+        f"{fleet}:13: clusters[team-b].cluster: 'ml-eks' is the same cluster as clusters[team-a] "
+        "(EKS reaches a cluster by region and name in the credentials' account; a node role's account "
+        "does not choose it); two entries would fight over its pools"
+    )
+    for command in (
+        ["validate", str(fleet)],
+        ["sandbox", "serve", "--dir", str(tmp_path / "s"), "--seed", str(fleet)],
+    ):
+        done = subprocess.run(
+            [*PROVISIONER, *command], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 1, done
+        assert message in done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
