@@ -552,6 +552,11 @@ def destroy(
 class _ConsoleView:
     """workflow.ApplyView on the terminal: the plan and progress on stdout, errors on stderr."""
 
+    def __init__(self) -> None:
+        from provisioner.report import heartbeat_seconds
+
+        self.heartbeat = heartbeat_seconds()  # a bad value is said before anything is planned
+
     def waiting(self, running: list[str]) -> None:
         names = escape(", ".join(running))
         out.print(f"[dim]waiting for operations still running: {names}[/]", highlight=False)
@@ -577,7 +582,7 @@ class _ConsoleView:
     def progress(self) -> ProgressReporter:
         from provisioner.report import ProgressReporter
 
-        return ProgressReporter(out)
+        return ProgressReporter(out, self.heartbeat)
 
     def applied(self, result: ApplyResult) -> None:
         from provisioner import report
