@@ -256,13 +256,11 @@ class ProgressReporter:
 
     def change_retrying(self, change: Change, error: CloudError, delay: float) -> None:
         task = self._tasks[(change.cluster, change.pool)]
-        why = retry_reason(error)
-        label = (
-            f"{_where(change)}: {change.action.doing} [yellow](retrying in {delay:.1f} s: {escape(why)})[/]"
-        )
+        why = escape(retry_reason(error))
+        label = f"{_where(change)}: {change.action.doing} [yellow](retrying in {delay:.1f} s: {why})[/]"
         self.progress.update(task, description=label)
         line = Text(f"{_plain(change)}: {change.action.doing} ")
-        self._log(line.append(f"(retrying in {delay:.1f} s: {why})", style="yellow"))
+        self._log(line.append(f"(retrying in {delay:.1f} s: {retry_reason(error)})", style="yellow"))
 
     def change_finished(self, outcome: Outcome) -> None:
         task = self._tasks[(outcome.cluster, outcome.pool)]
