@@ -558,6 +558,11 @@ def destroy(
 class _ConsoleView:
     """workflow.ApplyView on the terminal: the plan and progress on stdout, errors on stderr."""
 
+    def __init__(self) -> None:
+        from provisioner.report import heartbeat_seconds
+
+        self.heartbeat = heartbeat_seconds()  # a bad value is said before anything is planned
+
     def waiting(self, running: list[str]) -> None:
         names = escape(", ".join(running))
         out.print(f"[dim]waiting for operations still running: {names}[/]", highlight=False)
@@ -583,7 +588,7 @@ class _ConsoleView:
     def progress(self) -> ProgressReporter:
         from provisioner.report import ProgressReporter
 
-        return ProgressReporter(out)
+        return ProgressReporter(out, self.heartbeat)
 
     def applied(self, result: ApplyResult) -> None:
         from provisioner import report
@@ -711,6 +716,12 @@ def sync(
     "with the fragment merged into every pod template.",
 )
 @click.option("--container", metavar="NAME", help="With --manifest: the container that gets the GPU limit.")
+@click.option(
+    "--allow-device-bypass",
+    is_flag=True,
+    help="With --manifest: merge even where a container sets NVIDIA_VISIBLE_DEVICES or runs privileged "
+    "(it reaches GPUs the scheduler does not count); each is named in a warning.",
+)
 @sandbox_option
 @click.pass_obj
 def place(
@@ -728,6 +739,7 @@ def place(
     as_json: bool,
     manifest: str | None,
     container: str | None,
+    allow_device_bypass: bool,
 ) -> None:
     """Pick the pool a fractional-GPU request lands on, from the catalog, and print what the pod
     needs there (resource limit, node selector, tolerations), or the manifest with it merged."""
@@ -749,12 +761,19 @@ def place(
         raise BadRequest("--json prints the placement, --manifest the manifest: give one of them")
     if container and not manifest:
         raise BadRequest("--container names a container of the --manifest FILE; give --manifest too")
-    text = _read_manifest(manifest) if manifest else None
+    if allow_device_bypass and not manifest:
+        raise BadRequest(
+            "--allow-device-bypass is about the --manifest FILE's containers; give --manifest too"
+        )
     source = "<stdin>" if manifest == "-" else str(manifest)
+    text = _read_manifest(manifest, source) if manifest else None
     if text is not None:
-        from provisioner.podspec import check
+        from provisioner.podspec import at_most, check
 
-        check(text, source)  # a file that is no manifest is said so before any pool is chosen
+        # Said before any pool is chosen: a file that is no manifest, or one that bypasses the GPU count.
+        allowed = check(text, source, container=container, allow_device_bypass=allow_device_bypass)
+        for finding in at_most(allowed):
+            click.echo(f"warning: {finding} (let through by --allow-device-bypass)", err=True)
     chosen = choose(_store(sandbox, catalog_url, create=False), request)
     for warning in chosen.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -765,7 +784,9 @@ def place(
     if text is not None:
         from provisioner.podspec import merge
 
-        merged = merge(text, chosen, source=source, container=container)
+        merged = merge(
+            text, chosen, source=source, container=container, allow_device_bypass=allow_device_bypass
+        )
         for line in summary:  # stderr: stdout is the manifest, for `| kubectl apply -f -`
             click.echo(f"# {line}", err=True)
         click.echo(merged, nl=False)
@@ -776,13 +797,18 @@ def place(
     click.echo(_yaml(chosen.fragment()), nl=False)
 
 
-def _read_manifest(manifest: str) -> str:
-    if manifest == "-":
-        return sys.stdin.read()
-    try:
-        return Path(manifest).read_text(encoding="utf-8")
+def _read_manifest(manifest: str, source: str) -> str:
+    from provisioner.podspec import MAX_MANIFEST_BYTES, decode
+
+    try:  # bounded: a pipe or /dev/zero reads like a file, or fails cleanly
+        if manifest == "-":
+            data = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
+        else:
+            with Path(manifest).open("rb") as stream:
+                data = stream.read(MAX_MANIFEST_BYTES + 1)
     except OSError as exc:
         _os_error("reading the manifest", exc)
+    return decode(data, source)
 
 
 def _placement_lines(chosen) -> list[str]:

@@ -4,6 +4,10 @@ Users keep their Deployments, Jobs and CronJobs in files; what they need from `p
 files with the GPU limit on the right container and the pool's node selector and tolerations on
 every pod template, nothing of theirs dropped. The YAML is edited round-trip (ruamel.yaml), so
 comments, key order and quoting stay as they were and the output diffs cleanly against the input.
+
+A manifest whose containers reach GPUs outside the scheduler's device accounting (an
+`NVIDIA_VISIBLE_DEVICES` in their env, `privileged: true`) is refused: merging a slice into it would
+look right and pile pods onto one GPU (docs/FACTS.md, "Device accounting").
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent
+from ruamel.yaml.reader import ReaderError
 
 from provisioner import hardware
 from provisioner.errors import BadRequest
@@ -51,34 +57,193 @@ def _is_gpu(name: str, known: set[str]) -> bool:
 
 
 _NO_TEMPLATE = "{source}: no pod template to place (it has no {kinds})"
+# etcd takes requests of 1.5 MiB by default; a file of many objects stays far below this, /dev/zero not.
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+# Kubernetes objects nest a few dozen levels (CRD schemas the deepest); ruamel recurses per level.
+MAX_DEPTH = 100
+
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+BYPASS_FLAG = "--allow-device-bypass"
+REPORTED = 20  # findings printed; a generated file may hold thousands of the same one
+# NVIDIA Container Toolkit: `void`, empty or unset expose no GPU (runc's behaviour), `none` the
+# driver but no GPU; `all` and lists of indexes or UUIDs expose those GPUs, counted or not.
+_NO_GPU_VALUES = frozenset({"", "void", "none"})
+# kubectl reads YAML 1.1, where these plain scalars are true; ruamel (YAML 1.2) keeps them as strings.
+_YAML11_TRUE = frozenset({"y", "yes", "true", "on"})
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_CONTAINER_LISTS = {
+    "initContainers": "initContainer",
+    "containers": "container",
+    "ephemeralContainers": "ephemeralContainer",
+}
 
 
-def check(text: str, source: str) -> None:
-    """BadRequest unless `text` is YAML holding a pod template: said before any pool is chosen."""
+class DeviceBypass(BadRequest):
+    """Containers that would reach GPUs the scheduler does not count; each finding names the file,
+    line, workload, container and field."""
+
+    def __init__(self, findings: list[str]):
+        super().__init__("\n".join(findings))
+        self.findings = findings
+
+    def report(self) -> list[str]:
+        return [
+            *(f"error: {finding}" for finding in at_most(self.findings)),
+            "these reach GPUs the scheduler does not count, so it places other pods on the same GPUs; "
+            f"ask for GPUs only through resources.limits (place sets them), or pass {BYPASS_FLAG} "
+            "if that is what you mean",
+        ]
+
+
+def at_most(findings: list[str], count: int = REPORTED) -> list[str]:
+    """The first `count` findings, and how many more there are."""
+    more = len(findings) - count
+    return findings[:count] + ([f"… and {more} more like these"] if more > 0 else [])
+
+
+def check(
+    text: str, source: str, *, container: str | None = None, allow_device_bypass: bool = False
+) -> list[str]:
+    """BadRequest unless `text` is YAML holding a pod template, DeviceBypass where a container would
+    reach GPUs outside the scheduler's accounting: said before any pool is chosen. With
+    `allow_device_bypass`, those findings are returned instead, for the caller to warn with."""
     documents = _load(YAML(), text, source)
     if not any(True for document in documents for _ in _pod_specs(document, source)):
         raise BadRequest(_NO_TEMPLATE.format(source=source, kinds=", ".join(POD_SPEC_PATHS)))
+    return _refuse_bypasses(documents, source, container, allow_device_bypass)
+
+
+def _bypasses(documents: list[Any], source: str, container: str | None = None) -> list[str]:
+    """Every container (init containers too) in `documents`' pod templates that would reach GPUs
+    the device plugin or the cloud's GPU scheduler does not count, as `file:line: Kind name:
+    container c: field ...`. `container` is the one `place` gives the slice, as in `merge`."""
+    found: list[str] = []
+    known = gpu_resources()
+    for document in documents:
+        for label, spec, _ in _pod_specs(document, source):
+            targets = _targets(spec.get("containers"), container, known)
+            for key, noun in _CONTAINER_LISTS.items():
+                listed = spec.get(key)
+                for item in listed if isinstance(listed, CommentedSeq) else []:
+                    if isinstance(item, CommentedMap):
+                        gets_gpu = any(item is t for t in targets) or bool(_gpu_limits(item, known))
+                        where = f"{label}: {noun} {_name(item.get('name', '?'))}"
+                        found += _container_bypasses(item, gets_gpu, source, where)
+    return list(dict.fromkeys(found))  # a container YAML aliases twice is told once
+
+
+def _refuse_bypasses(documents: list[Any], source: str, container: str | None, allow: bool) -> list[str]:
+    found = _bypasses(documents, source, container)
+    if found and not allow:
+        raise DeviceBypass(found)
+    return found
+
+
+def _container_bypasses(item: CommentedMap, gets_gpu: bool, source: str, where: str) -> list[str]:
+    found = []
+    env = item.get("env")
+    for index, var in enumerate(env if isinstance(env, CommentedSeq) else []):
+        if not isinstance(var, CommentedMap) or var.get("name") != VISIBLE_DEVICES:
+            continue
+        at = f"{source}:{_line(env, index, item)}: {where}: env[{VISIBLE_DEVICES}]"
+        if "valueFrom" in var:
+            found.append(f"{at} is set by valueFrom, which place cannot read: it may name any GPU")
+            continue
+        value = "" if var.get("value") is None else str(var.get("value"))
+        if value not in _NO_GPU_VALUES:
+            found.append(f"{at} is {_shown(value)}: the NVIDIA runtime exposes those GPUs, counted or not")
+        elif gets_gpu:  # the device plugin passes its devices in this variable: the user's wins
+            found.append(
+                f"{at} is {_shown(value)}: on a container given GPUs it replaces the devices the "
+                "device plugin passes in that variable"
+            )
+    context = item.get("securityContext")
+    if isinstance(context, CommentedMap) and _true(context.get("privileged")):
+        # Refused on a container without the slice too: the pod lands on the GPU node, where a
+        # privileged container may open every GPU device, the ones given to other pods included.
+        found.append(
+            f"{source}:{_line(context, 'privileged', item)}: {where}: securityContext.privileged is "
+            "true: a privileged container sees every GPU on the node"
+        )
+    return found
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value from the file on one short line: quoted, escaped, cut."""
+    text = repr(str(value))
+    return text if len(text) <= limit else text[: limit - 2] + "…'"
+
+
+def _name(value: Any) -> str:
+    """A Kubernetes name as it is; anything else (newlines, escapes, megabytes) as `_shown` gives it."""
+    return value if isinstance(value, str) and _PLAIN_NAME.match(value) else _shown(value)
+
+
+def _true(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() in _YAML11_TRUE)
+
+
+def _line(node: CommentedMap | CommentedSeq, key: str | int, fallback: CommentedMap) -> int:
+    """The line of `key` (a map key or a sequence index) in `node`, else of `fallback`."""
+    try:
+        position = node.lc.item(key) if isinstance(node, CommentedSeq) else node.lc.key(key)
+    except (KeyError, IndexError, TypeError):
+        position = (fallback.lc.line, 0)
+    return position[0] + 1
+
+
+def decode(data: bytes, source: str) -> str:
+    """The manifest's text: BadRequest past MAX_MANIFEST_BYTES (read at most one byte more) or
+    where it is not UTF-8, naming the line."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise BadRequest(
+            f"{source}: is larger than {MAX_MANIFEST_BYTES // (1024 * 1024)} MB, so it is not a manifest; "
+            "reading stops there so that an endless stream cannot exhaust memory"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise BadRequest(
+            f"{source}:{line}: is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8"
+        ) from None
 
 
 def _load(yaml: YAML, text: str, source: str) -> list[Any]:
     try:
+        _check_depth(text, source)
         return list(yaml.load_all(text))
+    except ReaderError as error:
+        line = text[: error.position].count("\n") + 1
+        raise BadRequest(
+            f"{source}:{line}: not YAML: character U+{error.character:04X} is a control character, "
+            "which YAML does not allow"
+        ) from None
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
         raise BadRequest(f"{source}{line}: not YAML: {error.problem or error.context}") from None
 
 
-def merge(text: str, placement: Placement, *, source: str, container: str | None = None) -> str:
+def merge(
+    text: str,
+    placement: Placement,
+    *,
+    source: str,
+    container: str | None = None,
+    allow_device_bypass: bool = False,
+) -> str:
     """`text` (one or more YAML documents) with `placement`'s fragment in every pod template:
     limits on each container without a GPU limit (or on the one named `container`), node selector,
-    tolerations and pod fields merged. BadRequest names the file, line and document on conflicts."""
+    tolerations and pod fields merged. BadRequest names the file, line and document on conflicts;
+    DeviceBypass (unless `allow_device_bypass`) where a container reaches GPUs uncounted."""
     yaml = YAML()
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap the user's long lines
     mapping, sequence, offset = _indentation(text)
     yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
     documents = _load(yaml, text, source)
+    _refuse_bypasses(documents, source, container, allow_device_bypass)
     templates = 0
     for document in documents:
         for label, spec, line in _pod_specs(document, source):
@@ -94,20 +259,42 @@ def merge(text: str, placement: Placement, *, source: str, container: str | None
     return out.getvalue()
 
 
-def _pod_specs(document: Any, source: str) -> Iterator[tuple[str, CommentedMap, int]]:
-    """Each pod spec in a document (a List's items too), with a label and line for messages."""
-    if not isinstance(document, CommentedMap):
+def _check_depth(text: str, source: str) -> None:
+    """BadRequest where collections nest past MAX_DEPTH: found from the parser's events, before
+    the loader would recurse that deep."""
+    depth = 0
+    for event in YAML().parse(text):
+        if isinstance(event, CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = event.start_mark.line + 1
+                raise BadRequest(
+                    f"{source}:{line}: nested deeper than {MAX_DEPTH} levels; is this a manifest?"
+                )
+        elif isinstance(event, CollectionEndEvent):
+            depth -= 1
+
+
+def _pod_specs(
+    document: Any, source: str, seen: set[int] | None = None
+) -> Iterator[tuple[str, CommentedMap, int]]:
+    """Each pod spec in a document (a List's items too), with a label and line for messages. An
+    item YAML aliases is one object, visited once: nested aliased Lists never multiply the work."""
+    seen = set() if seen is None else seen
+    if not isinstance(document, CommentedMap) or id(document) in seen:
         return
+    seen.add(id(document))
     kind = document.get("kind")
     if kind == "List":
-        for item in document.get("items") or []:
-            yield from _pod_specs(item, source)
+        items = document.get("items")
+        for item in items if isinstance(items, CommentedSeq) else []:
+            yield from _pod_specs(item, source, seen)
         return
     path = POD_SPEC_PATHS.get(kind)  # type: ignore[arg-type]
     if path is None:
         return
-    name = (document.get("metadata") or {}).get("name", "?")
-    label = f"{kind} {name}"
+    metadata = document.get("metadata")
+    label = f"{kind} {_name(metadata.get('name', '?') if isinstance(metadata, CommentedMap) else '?')}"
     node: Any = document
     line = document.lc.line + 1
     for key in path:
@@ -124,17 +311,14 @@ def _merge_spec(spec: CommentedMap, placement: Placement, container: str | None,
     if not isinstance(containers, CommentedSeq) or not containers:
         raise BadRequest(f"{where}: no containers")
     known = gpu_resources()
-    if container is not None:
-        targets = [c for c in containers if isinstance(c, CommentedMap) and c.get("name") == container]
-        if not targets:
-            names = ", ".join(str(c.get("name")) for c in containers if isinstance(c, CommentedMap))
-            raise BadRequest(f"{where}: no container named {container!r}; it has {names}")
-    else:
-        targets = [c for c in containers if isinstance(c, CommentedMap) and not _gpu_limits(c, known)]
-        if not targets:
-            raise BadRequest(
-                f"{where}: every container already has a GPU limit; name the one to place with --container"
-            )
+    targets = _targets(containers, container, known)
+    if not targets and container is not None:
+        names = ", ".join(str(c.get("name")) for c in containers if isinstance(c, CommentedMap))
+        raise BadRequest(f"{where}: no container named {container!r}; it has {names}")
+    if not targets:
+        raise BadRequest(
+            f"{where}: every container already has a GPU limit; name the one to place with --container"
+        )
     for target in targets:
         _set_limits(target, placement.limits, known)
     _merge_selector(spec, placement.node_selector, where)
@@ -143,6 +327,14 @@ def _merge_spec(spec: CommentedMap, placement: Placement, container: str | None,
         if key in spec and spec[key] != value:
             raise BadRequest(f"{where}: {key} is {spec[key]!r}; pods on this pool need {value!r}")
         spec[key] = value
+
+
+def _targets(containers: Any, container: str | None, known: set[str]) -> list[CommentedMap]:
+    """The containers that get the placement's limits: the one named, else those asking for no GPU."""
+    listed = [c for c in containers if isinstance(c, CommentedMap)] if isinstance(containers, list) else []
+    if container is not None:
+        return [c for c in listed if c.get("name") == container]
+    return [c for c in listed if not _gpu_limits(c, known)]
 
 
 def _gpu_limits(container: CommentedMap, known: set[str]) -> list[str]:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +18,7 @@ from rich.text import Text
 from provisioner.actions import ACTIONS, ADOPT
 from provisioner.apply import ApplyResult, Outcome
 from provisioner.capacity import capacity, sharing_text
-from provisioner.errors import CloudError
+from provisioner.errors import CloudError, InvalidOption
 from provisioner.kube.configmap import NO_KUBE_HINT, ConfigMapPlan
 from provisioner.observe import Observation
 from provisioner.plan import Change, Plan
@@ -180,10 +183,32 @@ def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-class ProgressReporter:
-    """Live progress of an apply: a line per pool operation, with its retries and outcome."""
+HEARTBEAT_ENV = "PROVISIONER_PROGRESS_INTERVAL"
+HEARTBEAT_SECONDS = 60.0  # as often as `terraform apply` says "Still creating..." in a log
 
-    def __init__(self, console: Console):
+
+def heartbeat_seconds() -> float:
+    """The seconds between "still running" lines where progress goes to a log: HEARTBEAT_ENV, or
+    HEARTBEAT_SECONDS. InvalidOption unless a positive number."""
+    value = os.environ.get(HEARTBEAT_ENV)
+    if value is None or not value.strip():
+        return HEARTBEAT_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise InvalidOption(HEARTBEAT_ENV, f"{value[:40]!r} is not a positive number of seconds")
+    return seconds
+
+
+class ProgressReporter:
+    """Live progress of an apply: a line per pool operation, with its retries and outcome. On a
+    terminal rich redraws those lines in place. Where nothing is redrawn (a pipe, a file, a CI or
+    CronJob log) each start, retry and outcome is printed, and flushed, when it happens, and every
+    `heartbeat` seconds a line names the operations still running, as Terraform's "Still creating"."""
+
+    def __init__(self, console: Console, heartbeat: float = HEARTBEAT_SECONDS):
         self.progress = Progress(
             SpinnerColumn(finished_text=""),
             TextColumn("{task.description}"),
@@ -191,13 +216,30 @@ class ProgressReporter:
             console=console,
         )
         self._tasks: dict[tuple[str, str], TaskID] = {}
+        # rich's Live redraws only there; elsewhere it prints its table once, when it stops.
+        self.redrawn = console.is_terminal and not console.is_dumb_terminal
+        self._heartbeat = heartbeat
+        self._running: dict[tuple[str, str], tuple[str, float]] = {}  # what runs, since when
+        self._lock = threading.Lock()  # changes are reported from each cluster's thread
+        self._stopped = threading.Event()
+        self._beating: threading.Thread | None = None
+        self._began = time.monotonic()
 
     def __enter__(self) -> ProgressReporter:
-        self.progress.start()
+        self._began = time.monotonic()
+        if self.redrawn:
+            self.progress.start()
+        else:
+            self._beating = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
+            self._beating.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self._beating is not None:
+            self._stopped.set()
+            self._beating.join()
+        if self.redrawn:
+            self.progress.stop()
 
     def cluster_waiting(self, cluster: str, why: str) -> None:
         self.progress.console.print(Text(f"{cluster}: {why}", style="dim"))
@@ -205,12 +247,20 @@ class ProgressReporter:
     def change_started(self, change: Change) -> None:
         label = f"{_where(change)}: {change.action.doing}"
         self._tasks[(change.cluster, change.pool)] = self.progress.add_task(label, total=1)
+        with self._lock:
+            self._running[(change.cluster, change.pool)] = (
+                f"{_plain(change)} {change.action}",
+                time.monotonic(),
+            )
+        self._log(Text(f"{_plain(change)}: {change.action.doing}…"))
 
     def change_retrying(self, change: Change, error: CloudError, delay: float) -> None:
         task = self._tasks[(change.cluster, change.pool)]
         why = escape(retry_reason(error))
         label = f"{_where(change)}: {change.action.doing} [yellow](retrying in {delay:.1f} s: {why})[/]"
         self.progress.update(task, description=label)
+        line = Text(f"{_plain(change)}: {change.action.doing} ")
+        self._log(line.append(f"(retrying in {delay:.1f} s: {retry_reason(error)})", style="yellow"))
 
     def change_finished(self, outcome: Outcome) -> None:
         task = self._tasks[(outcome.cluster, outcome.pool)]
@@ -219,6 +269,36 @@ class ProgressReporter:
         else:
             label = f"[red]✗[/] {_where(outcome)}: {outcome.action} failed"
         self.progress.update(task, description=label, completed=1)
+        with self._lock:
+            _, began = self._running.pop((outcome.cluster, outcome.pool), ("", time.monotonic()))
+        took = f" ({duration(time.monotonic() - began)})"
+        if outcome.done:
+            self._log(Text("✓ ", style="green").append(f"{_plain(outcome)}: {outcome.action.done}{took}"))
+        else:
+            self._log(Text("✗ ", style="red").append(f"{_plain(outcome)}: {outcome.action} failed{took}"))
+
+    def _log(self, line: Text) -> None:
+        """A line for a log, where the live display does not redraw: printed (and flushed) now."""
+        if not self.redrawn:
+            self.progress.console.print(line)
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(self._heartbeat):
+            with self._lock:
+                running = [what for what, _ in self._running.values()]
+            if running:
+                took = duration(time.monotonic() - self._began)
+                self._log(Text(f"still running ({took}): {', '.join(running)}", style="dim"))
+
+
+def duration(seconds: float) -> str:
+    """Elapsed time as Terraform logs it: 45s, 2m0s, 1h3m0s."""
+    total = int(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
 
 
 _RETRIED = {
@@ -237,7 +317,12 @@ def retry_reason(error: CloudError, limit: int = 160) -> str:
 
 def _where(change: Change | Outcome) -> str:
     """cluster/pool for a progress line, whose text rich reads as markup: escaped."""
-    return escape(f"{change.cluster}/{change.pool}")
+    return escape(_plain(change))
+
+
+def _plain(change: Change | Outcome) -> str:
+    """cluster/pool for a line printed as Text, which rich never reads as markup."""
+    return f"{change.cluster}/{change.pool}"
 
 
 def apply_summary(result: ApplyResult) -> Text:

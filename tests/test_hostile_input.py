@@ -180,3 +180,175 @@ def test_a_huge_value_gives_a_short_error(write, tmp_path):
         f"{path}:11: clusters[gcp-ml].pools[l4].labels.team: '{'x' * 98}… is not a Kubernetes label value "
         "(at most 63 letters, digits, -, _ or .)",
     )
+
+
+# Hostile manifests for `place --manifest`, run as a user runs it, against a catalog on disk.
+@pytest.fixture(scope="module")
+def catalog_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from tests.placements import catalog
+
+    return catalog(tmp_path_factory.mktemp("hostile-place")).url
+
+
+def place(manifest: bytes, home: Path, catalog_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    (home / "app.yaml").write_bytes(manifest)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(UNUSABLE_ENV_PREFIXES)}
+    env.update(PYTHONPATH=str(ROOT), HOME=str(home), PROVISIONER_CATALOG=catalog_url)
+    command = [sys.executable, "-m", "provisioner", "place", "--gpus", "1", "--manifest", "app.yaml", *args]
+    return subprocess.run(
+        command, capture_output=True, check=False, text=True, env=env, cwd=home, timeout=120
+    )
+
+
+POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+BYPASS_HINT = (
+    "these reach GPUs the scheduler does not count, so it places other pods on the same GPUs; "
+    "ask for GPUs only through resources.limits (place sets them), or pass --allow-device-bypass "
+    "if that is what you mean"
+)
+
+
+def assert_bypass_refused(result: subprocess.CompletedProcess[str], *errors: str) -> None:
+    assert "Traceback" not in result.stderr
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.splitlines() == [*(f"error: {e}" for e in errors), BYPASS_HINT]
+
+
+def test_a_huge_visible_devices_value_gives_a_short_error(tmp_path, catalog_url):
+    value = "0," * 1_500_000
+    result = place(
+        f"{POD}  - name: c\n    image: i\n    env:\n    - name: NVIDIA_VISIBLE_DEVICES\n"
+        f"      value: '{value}'\n".encode(),
+        tmp_path,
+        catalog_url,
+    )
+    assert_bypass_refused(
+        result,
+        f"app.yaml:9: Pod p: container c: env[NVIDIA_VISIBLE_DEVICES] is '{'0,' * 28}0…': "
+        "the NVIDIA runtime exposes those GPUs, counted or not",
+    )
+
+
+def test_control_characters_and_forged_lines_stay_on_one_escaped_line(tmp_path, catalog_url):
+    manifest = (
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: "p\\nerror: forged"}\nspec:\n  containers:\n'
+        '  - name: "c\\u001b[2J"\n    image: i\n    env:\n'
+        '    - {name: NVIDIA_VISIBLE_DEVICES, value: "all\\nerror: also forged"}\n'
+    )
+    result = place(manifest.encode(), tmp_path, catalog_url)
+    assert_bypass_refused(
+        result,
+        "app.yaml:9: Pod 'p\\nerror: forged': container 'c\\x1b[2J': env[NVIDIA_VISIBLE_DEVICES] is "
+        "'all\\nerror: also forged': the NVIDIA runtime exposes those GPUs, counted or not",
+    )
+
+
+def test_thousands_of_bypassing_containers_are_summed_up(tmp_path, catalog_url):
+    containers = "".join(
+        f"  - {{name: c{i}, image: i, securityContext: {{privileged: true}}}}\n" for i in range(3000)
+    )
+    result = place(f"{POD}{containers}".encode(), tmp_path, catalog_url)
+    shown = [
+        f"app.yaml:{6 + i}: Pod p: container c{i}: securityContext.privileged is true: "
+        "a privileged container sees every GPU on the node"
+        for i in range(20)
+    ]
+    assert_bypass_refused(result, *shown, "… and 2980 more like these")
+
+
+def test_aliases_nesting_lists_of_pods_are_walked_once(tmp_path, catalog_url):
+    # Nine levels of Lists of nine aliases: 9**8 pods by reference, one pod object.
+    manifest = (
+        "x0: &l0 {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c, image: i, "
+        "env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]}]}}\n"
+    )
+    manifest += "".join(
+        f"x{i}: &l{i} {{kind: List, items: [{', '.join([f'*l{i - 1}'] * 9)}]}}\n" for i in range(1, 9)
+    )
+    manifest += "apiVersion: v1\nkind: List\nitems: [*l8]\n"
+    result = place(manifest.encode(), tmp_path, catalog_url)
+    assert_bypass_refused(
+        result,
+        "app.yaml:1: Pod p: container c: env[NVIDIA_VISIBLE_DEVICES] is 'all': "
+        "the NVIDIA runtime exposes those GPUs, counted or not",
+    )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "  containers:\n  - {name: c, image: i, env: {NVIDIA_VISIBLE_DEVICES: all}}\n",  # env as a map
+        "  containers:\n  - {name: c, image: i, env: [NVIDIA_VISIBLE_DEVICES=all, 7, null]}\n",
+        "  containers:\n  - {name: c, image: i, securityContext: [privileged]}\n",
+        "  containers:\n  - {name: [c], image: i}\n",
+    ],
+    ids=["env-map", "env-scalars", "context-list", "name-list"],
+)
+def test_shapes_kubernetes_refuses_are_no_traceback(spec, tmp_path, catalog_url):
+    result = place(f"apiVersion: v1\nkind: Pod\nmetadata: [p]\nspec:\n{spec}".encode(), tmp_path, catalog_url)
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0, result.stderr  # none of them reaches a GPU: the merge goes on
+    assert "nvidia.com/gpu: 1" in result.stdout
+
+
+def test_allow_device_bypass_lets_a_hostile_value_through_with_a_short_warning(tmp_path, catalog_url):
+    manifest = (
+        f"{POD}  - name: c\n    image: i\n    env:\n    - {{name: NVIDIA_VISIBLE_DEVICES, value: all}}\n"
+    )
+    result = place(manifest.encode(), tmp_path, catalog_url, "--allow-device-bypass")
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[0] == (
+        "warning: app.yaml:9: Pod p: container c: env[NVIDIA_VISIBLE_DEVICES] is 'all': the NVIDIA "
+        "runtime exposes those GPUs, counted or not (let through by --allow-device-bypass)"
+    )
+    assert "NVIDIA_VISIBLE_DEVICES" in result.stdout and "nvidia.com/gpu: 1" in result.stdout
+
+
+def place_file(path: str, home: Path, catalog_url: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(UNUSABLE_ENV_PREFIXES)}
+    env.update(PYTHONPATH=str(ROOT), HOME=str(home), PROVISIONER_CATALOG=catalog_url)
+    command = [sys.executable, "-m", "provisioner", "place", "--gpus", "1", "--manifest", path]
+    return subprocess.run(
+        command, capture_output=True, check=False, text=True, env=env, cwd=home, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            "kind: Pod\nmetadata: {name: café}\n".encode("latin-1"),
+            "app.yaml:2: is not UTF-8 text (byte 0xe9)",
+        ),
+        (
+            b"kind: Pod\nmetadata: {name: a\0b}\n",
+            "app.yaml:2: not YAML: character U+0000 is a control character",
+        ),
+        (
+            b"kind: Pod\nmetadata: {name: a\x1bb}\n",
+            "app.yaml:2: not YAML: character U+001B is a control character",
+        ),
+        (
+            b"kind: Pod\nspec: " + b"[" * 5000 + b"]" * 5000 + b"\n",
+            "app.yaml:2: nested deeper than 100 levels; is this a manifest?",
+        ),
+    ],
+    ids=["latin1", "nul", "escape", "nesting"],
+)
+def test_a_manifest_that_is_no_yaml_text(data, message, tmp_path, catalog_url):
+    result = place(data, tmp_path, catalog_url)
+    assert "Traceback" not in result.stderr
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.startswith(f"error: {message}")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_an_endless_manifest(tmp_path, catalog_url):
+    result = place_file("/dev/zero", tmp_path, catalog_url)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        "error: /dev/zero: is larger than 16 MB, so it is not a manifest; reading stops there so that an "
+        "endless stream cannot exhaust memory\n",
+    )

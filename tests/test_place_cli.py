@@ -331,6 +331,10 @@ def test_an_unreadable_manifest(url: str, tmp_path: Path):
             "(got --mig and --gpu-memory)\n",
         ),
         (["--gpus", "1", "--container", "c"], "error: --container names a container of the --manifest FILE"),
+        (
+            ["--gpus", "1", "--allow-device-bypass"],
+            "error: --allow-device-bypass is about the --manifest FILE",
+        ),
     ],
 )
 def test_bad_requests_exit_1_without_a_traceback(url: str, args: list[str], message: str):
@@ -361,6 +365,205 @@ def test_nothing_fits_exits_1_naming_the_closest_pools(url: str):
         "  ali/a10-cgpu (ack): A10 24GB memory by the GiB (22 GiB per GPU, isolation memory); "
         "its GPUs are partitioned or shared, not whole",
     ]
+
+
+# A Job whose containers reach GPUs past the scheduler's count in each way a pod spec can.
+BYPASSING = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      initContainers:
+        - name: warm
+          image: busybox:1.36
+          securityContext:
+            privileged: true
+      containers:
+        - name: train
+          image: registry.example/train:3
+          env:
+            - name: EPOCHS
+              value: "3"
+            - name: NVIDIA_VISIBLE_DEVICES
+              value: all
+        - name: exporter
+          image: registry.example/exporter:1
+          env:
+            - name: NVIDIA_VISIBLE_DEVICES
+              valueFrom:
+                configMapKeyRef: {name: gpus, key: visible}
+          securityContext: {privileged: true, runAsNonRoot: false}
+"""
+BYPASSES = [
+    "app.yaml:13: Job train: initContainer warm: securityContext.privileged is true: "
+    "a privileged container sees every GPU on the node",
+    "app.yaml:20: Job train: container train: env[NVIDIA_VISIBLE_DEVICES] is 'all': "
+    "the NVIDIA runtime exposes those GPUs, counted or not",
+    "app.yaml:25: Job train: container exporter: env[NVIDIA_VISIBLE_DEVICES] is set by valueFrom, "
+    "which place cannot read: it may name any GPU",
+    "app.yaml:28: Job train: container exporter: securityContext.privileged is true: "
+    "a privileged container sees every GPU on the node",
+]
+BYPASS_HINT = (
+    "these reach GPUs the scheduler does not count, so it places other pods on the same GPUs; "
+    "ask for GPUs only through resources.limits (place sets them), or pass --allow-device-bypass "
+    "if that is what you mean"
+)
+# One request per cloud, each landing on a pool of another kind: MIG, MPS, time-slicing, ACK memory.
+EVERY_CLOUD = {
+    "aks": (["--mig", "1g.10gb", "--cloud", "aks"], {"nvidia.com/gpu": 1}),
+    "gke": (["--gpu-memory", "6GB", "--isolation", "compute", "--cloud", "gke"], {"nvidia.com/gpu": 1}),
+    "eks": (["--gpu-memory", "2GB", "--cloud", "eks"], {"nvidia.com/gpu.shared": 1}),
+    "ack": (["--gpu-memory", "3GiB", "--cloud", "ack"], {"aliyun.com/gpu-mem": 3}),
+}
+
+
+@pytest.mark.parametrize("cloud", list(EVERY_CLOUD))
+def test_a_manifest_that_bypasses_device_accounting_is_refused(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cloud: str
+):
+    monkeypatch.chdir(tmp_path)
+    Path("app.yaml").write_text(BYPASSING, encoding="utf-8")
+    request, _ = EVERY_CLOUD[cloud]
+    result = run(url, *request, "--manifest", "app.yaml")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [*(f"error: {line}" for line in BYPASSES), BYPASS_HINT]
+
+
+@pytest.mark.parametrize("cloud", list(EVERY_CLOUD))
+def test_allow_device_bypass_merges_with_a_warning_per_container(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cloud: str
+):
+    monkeypatch.chdir(tmp_path)
+    Path("app.yaml").write_text(BYPASSING, encoding="utf-8")
+    request, limits = EVERY_CLOUD[cloud]
+    result = run(url, *request, "--manifest", "app.yaml", "--allow-device-bypass")
+    assert result.exit_code == 0, result.output
+    stderr = result.stderr.splitlines()
+    assert stderr[: len(BYPASSES)] == [
+        f"warning: {line} (let through by --allow-device-bypass)" for line in BYPASSES
+    ]
+    assert stderr[len(BYPASSES)].startswith("# Placed on cluster ")
+    assert f"({cloud}), pool " in stderr[len(BYPASSES)]
+    (job,) = _documents(result.stdout)
+    kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
+    assert _containers(job) == {"train": {"limits": limits}, "exporter": {"limits": limits}}
+    spec = job["spec"]["template"]["spec"]
+    assert spec["containers"][0]["env"][1] == {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}  # kept
+    assert spec["initContainers"][0]["securityContext"] == {"privileged": True}
+
+
+def _job(train: str, exporter: str = "") -> str:
+    """A Job with a `train` container and an `exporter` sidecar, each with the lines given."""
+    return (
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n"
+        "      restartPolicy: Never\n      containers:\n"
+        f"      - name: train\n        image: t\n{train}"
+        f"      - name: exporter\n        image: e\n{exporter}"
+    )
+
+
+def _env(value: str) -> str:
+    return f"        env:\n        - {{name: NVIDIA_VISIBLE_DEVICES, value: {value}}}\n"
+
+
+PRIVILEGED = "        securityContext: {privileged: yes}\n"  # kubectl's YAML 1.1 reads yes as true
+GPU_LIMIT = "        resources: {limits: {nvidia.com/gpu: 1}}\n"
+
+
+REPLACES = "on a container given GPUs it replaces the devices the device plugin passes in that variable"
+EXPOSES = "the NVIDIA runtime exposes those GPUs, counted or not"
+
+
+@pytest.mark.parametrize(
+    ("args", "manifest", "refused"),
+    [
+        # NVIDIA's `void`, empty and `none` expose no GPU: harmless on a container without the slice...
+        (["--container", "train"], _job("", _env("void")), None),
+        (["--container", "train"], _job("", _env('""')), None),
+        (["--container", "train"], _job("", _env("none")), None),
+        # ...but on one given GPUs they replace the device list the device plugin passes in that variable
+        (
+            ["--container", "train"],
+            _job(_env("none")),
+            f"12: Job j: container train: env[NVIDIA_VISIBLE_DEVICES] is 'none': {REPLACES}",
+        ),
+        (
+            [],
+            _job("", _env("void")),
+            f"14: Job j: container exporter: env[NVIDIA_VISIBLE_DEVICES] is 'void': {REPLACES}",
+        ),
+        # a container keeping its own GPU limit gets GPUs from the device plugin too
+        (
+            ["--container", "exporter"],
+            _job(GPU_LIMIT + _env("void")),
+            f"13: Job j: container train: env[NVIDIA_VISIBLE_DEVICES] is 'void': {REPLACES}",
+        ),
+        (
+            ["--container", "train"],
+            _job("", _env('"0,1"')),
+            f"14: Job j: container exporter: env[NVIDIA_VISIBLE_DEVICES] is '0,1': {EXPOSES}",
+        ),
+        (
+            ["--container", "train"],
+            _job("", _env("GPU-fef8089b")),
+            f"14: Job j: container exporter: env[NVIDIA_VISIBLE_DEVICES] is 'GPU-fef8089b': {EXPOSES}",
+        ),
+        # a sidecar without the slice still lands on the GPU node, where privileged sees every GPU
+        (
+            ["--container", "train"],
+            _job("", PRIVILEGED),
+            "13: Job j: container exporter: securityContext.privileged is true: "
+            "a privileged container sees every GPU on the node",
+        ),
+        ([], _job("        securityContext: {privileged: false}\n"), None),
+        # environment variable names are case-sensitive: this one is not NVIDIA's
+        ([], _job("        env:\n        - {name: nvidia_visible_devices, value: all}\n"), None),
+    ],
+)
+def test_which_settings_bypass_device_accounting(  # noqa: PLR0917 (pytest passes parameters by position)
+    url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    manifest: str,
+    refused: str | None,
+):
+    monkeypatch.chdir(tmp_path)
+    Path("app.yaml").write_text(manifest, encoding="utf-8")
+    result = run(url, "--mig", "1g.5gb", "--cloud", "gke", "--manifest", "app.yaml", *args)
+    if refused is None:
+        assert result.exit_code == 0, result.output
+        (job,) = _documents(result.stdout)
+        kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
+        assert "warning" not in result.stderr
+    else:
+        assert result.exit_code == 1
+        assert result.stdout == ""
+        assert result.stderr.splitlines() == [f"error: app.yaml:{refused}", BYPASS_HINT]
+
+
+def test_the_python_api_refuses_the_same_manifests(tmp_path: Path):
+    from provisioner.errors import BadRequest
+    from provisioner.placement import Request, place
+    from provisioner.podspec import DeviceBypass, check, merge
+
+    chosen = place(catalog(tmp_path), Request(gpu_memory="3GiB", cloud="ack"))
+    with pytest.raises(DeviceBypass) as refused:
+        merge(BYPASSING, chosen, source="app.yaml")
+    assert isinstance(refused.value, BadRequest)
+    assert refused.value.findings == BYPASSES
+    assert str(refused.value) == "\n".join(BYPASSES)
+    with pytest.raises(DeviceBypass):
+        check(BYPASSING, "app.yaml")
+    assert check(BYPASSING, "app.yaml", allow_device_bypass=True) == BYPASSES
+    merged = merge(BYPASSING, chosen, source="app.yaml", allow_device_bypass=True)
+    assert _containers(_documents(merged)[0])["train"] == {"limits": {"aliyun.com/gpu-mem": 3}}
 
 
 ACK_AND_GKE = """\

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.text import Text
 
@@ -124,3 +126,73 @@ def test_the_plan_text_shows_exactly_what_plan_json_holds():
         "Plan: 0 to create, 0 to update, 1 to replace, 1 to delete.\n"
         "1 cluster could not be observed, so nothing is planned for it: aws.\n"
     )
+
+
+def _progress_run(console, heartbeat: float, wait_for_heartbeat: bool) -> None:
+    """One change through a reporter: started, retried, (a heartbeat seen,) finished."""
+    import time
+
+    from provisioner.apply import Outcome
+    from provisioner.errors import Throttled
+    from provisioner.plan import Change
+
+    change = Change("gcp", "mig[/]", CREATE)
+    with report.ProgressReporter(console, heartbeat=heartbeat) as progress:
+        progress.change_started(change)
+        progress.change_retrying(change, Throttled("Quota exceeded for [reads]", retry_after=4), 4.0)
+        deadline = time.monotonic() + 30
+        while wait_for_heartbeat and "still running" not in console.file.getvalue():
+            assert time.monotonic() < deadline, "no heartbeat line while the change ran"
+            time.sleep(0.01)
+        progress.change_finished(Outcome("gcp", "mig[/]", CREATE, True))
+
+
+def test_where_nothing_is_redrawn_each_step_is_a_line_and_a_heartbeat_names_what_runs():
+    import io
+
+    console = Console(file=io.StringIO(), width=200)  # a pipe or a file: not a terminal
+    _progress_run(console, heartbeat=0.01, wait_for_heartbeat=True)
+    lines = console.file.getvalue().splitlines()
+    assert lines[:2] == [
+        "gcp/mig[/]: creating…",
+        "gcp/mig[/]: creating (retrying in 4.0 s: throttled: Quota exceeded for [reads])",
+    ]
+    heartbeats = lines[2:-1]
+    assert heartbeats  # waited for
+    # nothing else between, and no table at the end
+    assert all(re.fullmatch(r"still running \(\d+s\): gcp/mig\[/\] create", line) for line in heartbeats)
+    assert re.fullmatch(r"✓ gcp/mig\[/\]: created \(\d+s\)", lines[-1])
+
+
+def test_on_a_terminal_progress_is_redrawn_and_no_log_line_is_added():
+    import io
+
+    console = Console(file=io.StringIO(), width=200, force_terminal=True)
+    _progress_run(console, heartbeat=0.01, wait_for_heartbeat=False)
+    shown = Text.from_ansi(console.file.getvalue()).plain
+    assert "gcp/mig[/]: created" in shown  # rich's own live display, as before
+    assert "creating…" not in shown
+    assert "still running" not in shown
+    assert not re.search(r"\(\d+s\)", shown)
+
+
+def test_the_heartbeat_interval_comes_from_the_environment(monkeypatch):
+    import pytest
+
+    from provisioner.errors import InvalidOption
+
+    monkeypatch.delenv(report.HEARTBEAT_ENV, raising=False)
+    assert report.heartbeat_seconds() == 60.0
+    monkeypatch.setenv(report.HEARTBEAT_ENV, "2.5")
+    assert report.heartbeat_seconds() == 2.5
+    for bad in ("abc", "0", "-1", "inf", "nan"):
+        monkeypatch.setenv(report.HEARTBEAT_ENV, bad)
+        with pytest.raises(InvalidOption) as refused:
+            report.heartbeat_seconds()
+        assert refused.value.report() == [
+            f"error: PROVISIONER_PROGRESS_INTERVAL: {bad!r} is not a positive number of seconds"
+        ]
+
+
+def test_durations_are_written_as_terraform_logs_them():
+    assert [report.duration(s) for s in (0, 45.9, 60, 125, 3725)] == ["0s", "45s", "1m0s", "2m5s", "1h2m5s"]
