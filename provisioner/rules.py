@@ -175,14 +175,18 @@ def _check_zones(cloud: CloudProfile, pool: Pool, region: str, problems: _Proble
         problems.add(("zones",), f"{cloud.title} pools take no zones: {cloud.zones_refusal}")
         return
     where = f" of {region}" if "{region}" in rules.pattern else ""
+    seen: set[str] = set()
     for i, zone in enumerate(pool.zones):
+        if zone in seen:
+            continue
+        seen.add(zone)
         if not rules.matches(zone, region):
             example = rules.example.replace("{region}", region)
             problems.add(
                 ("zones", i), f"{shown(zone)} is not a zone{where} ({cloud.title} zones look like {example})"
             )
-        elif zone in pool.zones[:i]:
-            problems.add(("zones", i), f"{shown(zone)} is listed twice")
+        elif pool.zones.count(zone) > 1:
+            problems.add(("zones", pool.zones.index(zone, i + 1)), f"{shown(zone)} is listed twice")
     count = pool.nodes.count if pool.nodes is not None else None
     zones = len(set(pool.zones))
     if rules.count_per_zone and count is not None and count % zones:

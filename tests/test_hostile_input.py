@@ -182,6 +182,35 @@ def test_a_huge_value_gives_a_short_error(write, tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("zones", "field", "message"),
+    [
+        ("us-central1-a", "zones", "must be a valid list (got 'us-central1-a')"),
+        ("[]", "zones", "must not be empty"),
+        ("[1]", "zones[0]", "must be a valid string (got 1)"),
+        ("['']", "zones[0]", "must have at least 1 character"),
+        (
+            "[us-central1-a" + ", us-central1-a" * 2000 + "]",
+            "zones[1]",
+            "'us-central1-a' is listed twice",
+        ),
+    ],
+    ids=["a string", "empty", "a number", "an empty name", "thousands repeated"],
+)
+def test_hostile_zones(zones, field, message, write, tmp_path):
+    path = write(
+        (
+            GKE_HEADER + f"      - name: l4\n        instanceType: g2-standard-8\n        zones: {zones}\n"
+            "        nodes: {min: 0, max: 2}\n"
+        ).encode()
+    )
+    result = run("validate", path, tmp_path)
+    assert "Traceback" not in result.stderr
+    assert (result.returncode, result.stdout) == (1, "")
+    diagnostic = f"{path}:10: clusters[gcp-ml].pools[l4].{field}: {message}"
+    assert result.stderr.splitlines() == [diagnostic, "1 error"]  # a zone repeated is said once
+
+
 # Hostile manifests for `place --manifest`, run as a user runs it, against a catalog on disk.
 @pytest.fixture(scope="module")
 def catalog_url(tmp_path_factory: pytest.TempPathFactory) -> str:
