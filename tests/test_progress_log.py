@@ -47,7 +47,7 @@ clusters:
       - {{name: mig, instanceType: a2-highgpu-1g, gpu: {{mig: 1g.5gb}}, nodes: {{min: 0, max: 3}}}}
       - {{name: shared, instanceType: g2-standard-8, gpu: {{sharing: mps, replicas: 4}},
          nodes: {{min: 0, max: 2}}}}
-      - {{name: spare, instanceType: g2-standard-8, nodes: {{count: 1}}}}
+      - {{name: spare, instanceType: g2-standard-8, nodes: {{count: 3}}}}  # one per zone
 """
 
 
