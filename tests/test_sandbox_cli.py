@@ -31,7 +31,8 @@ def test_serve_seeds_the_fleet_and_commands_reach_it_through_the_sandbox_option(
             time.sleep(0.1)
         endpoints = json.loads(endpoints_file.read_text())
         assert sorted(endpoints) == ["ack", "aks", "eks", "gke", "kube"]
-        assert all(url.startswith("http://127.0.0.1:") for url in endpoints.values())
+        assert all(url.startswith("http://127.0.0.1:") for cloud, url in endpoints.items() if cloud != "kube")
+        assert endpoints["kube"].startswith("https://127.0.0.1:")  # as an API server, over TLS
         kubeconfig = (directory / "kubeconfig").read_text()
         for name in ("azure-ml", "gcp-ml", "aws-ml"):  # a context per seeded cluster, at its own prefix
             assert f"server: {endpoints['kube']}/clusters/{name}\n" in kubeconfig

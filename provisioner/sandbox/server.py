@@ -14,6 +14,7 @@ from provisioner.sandbox import Emulator
 from provisioner.sandbox.endpoints import remove_endpoints, write_endpoints
 from provisioner.sandbox.engine import Engine
 from provisioner.sandbox.kube import KUBECONFIG_FILE, KubeEmulator
+from provisioner.sandbox.kube.tls import make_certificate
 from provisioner.sandbox.serving import RunningServer, serve_in_thread
 
 
@@ -59,8 +60,9 @@ class Sandbox:
         for cluster in clusters:
             self.emulators[cluster.cloud].add_cluster(cluster.ref, self.servers[cluster.cloud].url)
             self.kube.add_cluster(cluster, self.emulators[cluster.cloud])
-        self.servers["kube"] = serve_in_thread(self.kube.app)
-        self.kube.write_kubeconfig(self.directory, self.servers["kube"].url)
+        certificate = make_certificate()  # an API server speaks TLS: kubectl sends its token only so
+        self.servers["kube"] = serve_in_thread(self.kube.app, tls=certificate.context)
+        self.kube.write_kubeconfig(self.directory, self.servers["kube"].url, certificate.ca_pem)
         for engine in self.engines.values():
             engine.op_seconds = self.settings.op_seconds
             engine.fault_rate = self.settings.fault_rate

@@ -19,6 +19,7 @@ import queue
 import re
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 import traceback
@@ -89,8 +90,9 @@ class _Server(socketserver.TCPServer):
     allow_reuse_address = True
     request_queue_size = 1024  # the benches open hundreds of connections at once
 
-    def __init__(self, app: WsgiApp, port: int):
+    def __init__(self, app: WsgiApp, port: int, tls: ssl.SSLContext | None = None):
         self.app = app
+        self.tls = tls  # where given, each connection is TLS, its handshake in its worker's thread
         self.open_connections: set[socket.socket] = set()
         self.workers = _Workers()
         self._stopping = False
@@ -119,6 +121,11 @@ class _Server(socketserver.TCPServer):
 
     def _serve_connection(self, request: Any, client_address: Any) -> None:
         try:
+            if self.tls is not None:
+                try:
+                    request = self.tls.wrap_socket(request, server_side=True)
+                except (ssl.SSLError, OSError):  # a client that hung up or spoke no TLS
+                    return
             self.finish_request(request, client_address)
         except Exception:
             self.handle_error(request, client_address)
@@ -296,7 +303,8 @@ class RunningServer:
 
     @property
     def url(self) -> str:
-        return f"http://{_LOCAL_ONLY}:{self.server.server_port}"
+        scheme = "https" if self.server.tls is not None else "http"
+        return f"{scheme}://{_LOCAL_ONLY}:{self.server.server_port}"
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -320,9 +328,9 @@ def serve_alone() -> None:
     gc.freeze()
 
 
-def serve_in_thread(app: WsgiApp, port: int = 0) -> RunningServer:
-    """Serve `app` on 127.0.0.1 (never another interface) from a daemon thread."""
-    server = _Server(app, port)
+def serve_in_thread(app: WsgiApp, port: int = 0, tls: ssl.SSLContext | None = None) -> RunningServer:
+    """Serve `app` on 127.0.0.1 (never another interface) from a daemon thread, over TLS with `tls`."""
+    server = _Server(app, port, tls)
     thread = threading.Thread(target=server.serve_forever, name=f"sandbox:{server.server_port}", daemon=True)
     thread.start()
     return RunningServer(server, thread)

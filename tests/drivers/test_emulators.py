@@ -33,9 +33,15 @@ def gke_pool(name: str, machine: str = "a2-highgpu-1g", **accelerator: object) -
     }
 
 
+# The wire as google-cloud-container's REST transport speaks it: enums as numbers, asked for
+# with $alt (GKE answers names to a client that does not ask, as gcloud does not).
+SDK_WIRE = requests.Session()
+SDK_WIRE.params = {"$alt": "json;enum-encoding=int"}
+
+
 def wait_gke_idle(url: str, operation: dict) -> None:
     for _ in range(100):
-        status = requests.get(
+        status = SDK_WIRE.get(
             f"{url}/v1/projects/contract-project/locations/us-central1/operations/{operation['name']}"
         )
         if status.json()["status"] == 3:  # DONE
@@ -61,17 +67,23 @@ class TestGke:
             gpuSharingConfig={"gpuSharingStrategy": 1, "maxSharedClientsPerGpu": "3"},
         )
         body["nodePool"]["config"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": 1}]
-        operation = requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=body).json()
+        operation = SDK_WIRE.post(f"{url}{GKE_CLUSTER}/nodePools", json=body).json()
         assert operation["operationType"] == 7 and operation["status"] in (2, 3)  # CREATE_NODE_POOL
+        by_name = requests.get(f"{url}{GKE_CLUSTER}/nodePools/wire").json()  # as gcloud asks: names
+        assert by_name["status"] in ("PROVISIONING", "RUNNING")
+        assert by_name["config"]["taints"][0]["effect"] == "NO_SCHEDULE"
+        assert (
+            by_name["config"]["accelerators"][0]["gpuSharingConfig"]["gpuSharingStrategy"] == "TIME_SHARING"
+        )
         wait_gke_idle(url, operation)
-        pool = requests.get(f"{url}{GKE_CLUSTER}/nodePools/wire").json()
+        pool = SDK_WIRE.get(f"{url}{GKE_CLUSTER}/nodePools/wire").json()
         accelerator = pool["config"]["accelerators"][0]
         assert accelerator["acceleratorCount"] == "1"  # int64 as a string
         assert accelerator["gpuSharingConfig"] == {"gpuSharingStrategy": 1, "maxSharedClientsPerGpu": "3"}
         assert pool["config"]["taints"][0]["effect"] == 1  # NO_SCHEDULE as its number
         assert pool["status"] == 2  # RUNNING
         assert "spot" not in pool["config"]  # false is the default: left out
-        wait_gke_idle(url, requests.delete(f"{url}{GKE_CLUSTER}/nodePools/wire").json())
+        wait_gke_idle(url, SDK_WIRE.delete(f"{url}{GKE_CLUSTER}/nodePools/wire").json())
 
     @pytest.mark.parametrize(
         ("body", "message"),
@@ -118,13 +130,13 @@ class TestGke:
         ],
     )
     def test_invalid_pools_are_refused(self, url, body, message):
-        response = requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=body)
+        response = SDK_WIRE.post(f"{url}{GKE_CLUSTER}/nodePools", json=body)
         assert gke_error(response) == (400, "INVALID_ARGUMENT", message)
 
     def test_disks_below_the_minimum_are_refused_on_create_and_update(self, url):
         small = gke_pool("smalldisk")
         small["nodePool"]["config"]["diskSizeGb"] = 11
-        status, code, text = gke_error(requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=small))
+        status, code, text = gke_error(SDK_WIRE.post(f"{url}{GKE_CLUSTER}/nodePools", json=small))
         assert (status, code, text) == (
             400,
             "INVALID_ARGUMENT",
@@ -132,12 +144,12 @@ class TestGke:
         )
         smallest = gke_pool("smalldisk")
         smallest["nodePool"]["config"]["diskSizeGb"] = 12
-        wait_gke_idle(url, requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=smallest).json())
+        wait_gke_idle(url, SDK_WIRE.post(f"{url}{GKE_CLUSTER}/nodePools", json=smallest).json())
         status, code, text = gke_error(
-            requests.put(f"{url}{GKE_CLUSTER}/nodePools/smalldisk", json={"diskSizeGb": "11"})
+            SDK_WIRE.put(f"{url}{GKE_CLUSTER}/nodePools/smalldisk", json={"diskSizeGb": "11"})
         )
         assert (status, code) == (400, "INVALID_ARGUMENT") and "smallest allowed is 12 GB" in text
-        wait_gke_idle(url, requests.delete(f"{url}{GKE_CLUSTER}/nodePools/smalldisk").json())
+        wait_gke_idle(url, SDK_WIRE.delete(f"{url}{GKE_CLUSTER}/nodePools/smalldisk").json())
 
     def test_duplicate_taints_names_and_fixed_fields(self, url):
         body = gke_pool("dup")
@@ -145,32 +157,32 @@ class TestGke:
         body["nodePool"]["config"]["taints"] = [taint, {**taint, "value": "w"}]
         assert (
             "more than one taint with key k"
-            in gke_error(requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=body))[2]
+            in gke_error(SDK_WIRE.post(f"{url}{GKE_CLUSTER}/nodePools", json=body))[2]
         )
-        wait_gke_idle(url, requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("dup")).json())
-        status, code, _ = gke_error(requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("dup")))
+        wait_gke_idle(url, SDK_WIRE.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("dup")).json())
+        status, code, _ = gke_error(SDK_WIRE.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("dup")))
         assert (status, code) == (409, "ALREADY_EXISTS")
         status, code, text = gke_error(
-            requests.put(f"{url}{GKE_CLUSTER}/nodePools/dup", json={"machineType": "a2-highgpu-2g"})
+            SDK_WIRE.put(f"{url}{GKE_CLUSTER}/nodePools/dup", json={"machineType": "a2-highgpu-2g"})
         )
         assert (status, code) == (400, "INVALID_ARGUMENT") and "machineType cannot be updated" in text
-        wait_gke_idle(url, requests.delete(f"{url}{GKE_CLUSTER}/nodePools/dup").json())
+        wait_gke_idle(url, SDK_WIRE.delete(f"{url}{GKE_CLUSTER}/nodePools/dup").json())
 
     def test_one_pool_operation_per_cluster(self, url):
-        first = requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("first")).json()
+        first = SDK_WIRE.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("first")).json()
         status, code, text = gke_error(
-            requests.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("second"))
+            SDK_WIRE.post(f"{url}{GKE_CLUSTER}/nodePools", json=gke_pool("second"))
         )
         assert (status, code) == (400, "FAILED_PRECONDITION") and "incompatible operation" in text
         wait_gke_idle(url, first)
-        wait_gke_idle(url, requests.delete(f"{url}{GKE_CLUSTER}/nodePools/first").json())
+        wait_gke_idle(url, SDK_WIRE.delete(f"{url}{GKE_CLUSTER}/nodePools/first").json())
 
 
 def aks_put(
     url: str, name: str, params: dict | None = None, headers: dict | None = None, **properties
 ) -> requests.Response:
     properties = {"vmSize": "Standard_NC24ads_A100_v4", "count": 1, **properties}
-    return requests.put(
+    return SDK_WIRE.put(
         f"{url}{AKS_CLUSTER}/agentPools/{name}",
         params=API_VERSION if params is None else params,
         headers=BEARER if headers is None else headers,
@@ -181,7 +193,7 @@ def aks_put(
 def wait_aks(response: requests.Response) -> None:
     for _ in range(100):
         if (
-            requests.get(response.headers["Azure-AsyncOperation"], headers=BEARER).json()["status"]
+            SDK_WIRE.get(response.headers["Azure-AsyncOperation"], headers=BEARER).json()["status"]
             == "Succeeded"
         ):
             return

@@ -69,11 +69,14 @@ def test_gke_operations_carry_their_start_and_end_times(sandbox: Sandbox, contra
     url = sandbox.endpoints["gke"]
     parent = "/v1/projects/contract-project/locations/us-central1"
     body = {"nodePool": {"name": "timed", "config": {"machineType": "g2-standard-8"}}}
-    started = requests.post(f"{url}{parent}/clusters/contract-gke/nodePools", json=body).json()
+    int_enums = {"$alt": "json;enum-encoding=int"}  # as the SDK asks
+    started = requests.post(
+        f"{url}{parent}/clusters/contract-gke/nodePools", json=body, params=int_enums
+    ).json()
     assert started["status"] == 2 and started["startTime"].endswith("Z") and "endTime" not in started
     done = started
     while done["status"] != 3:  # DONE
-        done = requests.get(f"{url}{parent}/operations/{started['name']}").json()
+        done = requests.get(f"{url}{parent}/operations/{started['name']}", params=int_enums).json()
     assert seconds_between(done["startTime"], done["endTime"]) == pytest.approx(OP_SECONDS["gke"])
 
 

@@ -135,8 +135,9 @@ def test_the_kubeconfig_has_one_context_per_fleet_cluster_each_at_its_own_prefix
 
 
 def test_a_wrong_token_is_refused_with_a_status(world: World):
-    served = world.api("aks").api_client.configuration.host
-    guessed = client.Configuration(host=served, api_key={"authorization": "Bearer guessed"})
+    served = world.api("aks").api_client.configuration
+    guessed = client.Configuration(host=served.host, api_key={"authorization": "Bearer guessed"})
+    guessed.ssl_ca_cert = served.ssl_ca_cert  # the sandbox CA the kubeconfig names
     api = client.CoreV1Api(client.ApiClient(guessed))
     with pytest.raises(ApiException) as refused:
         api.list_node()

@@ -1,8 +1,9 @@
 """The GKE emulator's wire glue: the v1 REST API as google-cloud-container's REST transport speaks it.
 
-Proto3 JSON: camelCase names, enums as integers (the transport asks for `enum-encoding=int`),
-int64 as strings, fields at their default value left out. Errors are Google's
-`{"error": {"code", "message", "status"}}`.
+Proto3 JSON: camelCase names, enums by name unless the client asks for integers with
+`$alt=json;enum-encoding=int` (google-cloud-container's REST transport does; gcloud does not, and
+reads names: "status": "RUNNING"), int64 as strings, fields at their default value left out.
+Errors are Google's `{"error": {"code", "message", "status"}}`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,23 @@ TAINT_EFFECT = {"NO_SCHEDULE": 1, "PREFER_NO_SCHEDULE": 2, "NO_EXECUTE": 3}
 SHARING_STRATEGY = {"TIME_SHARING": 1, "MPS": 2}
 DRIVER_VERSION = {"INSTALLATION_DISABLED": 1, "DEFAULT": 2, "LATEST": 3}
 POOL_STATUS = {"PROVISIONING": 1, "RUNNING": 2, "RECONCILING": 4, "STOPPING": 5, "ERROR": 6}
-OPERATION_TYPE = {"create": 7, "delete": 8, "update": 4}  # CREATE_NODE_POOL, DELETE_NODE_POOL, UPGRADE_NODES
+OPERATION_TYPES = {"CREATE_NODE_POOL": 7, "DELETE_NODE_POOL": 8, "UPGRADE_NODES": 4}
+OPERATION_TYPE_NAMES = {"create": "CREATE_NODE_POOL", "delete": "DELETE_NODE_POOL", "update": "UPGRADE_NODES"}
 OPERATION_STATUS = {"RUNNING": 2, "DONE": 3}
 CLUSTER_STATUS = {"RUNNING": 2}
 LOCATION_POLICY = {"BALANCED": 1, "ANY": 2}
+
+
+def _int_enums(request: Request) -> bool:
+    """Whether the client asked for enums as numbers (System parameters, `$alt`: json;enum-encoding=int)."""
+    return "enum-encoding=int" in request.args.get("$alt", "")
+
+
+def _enum_out(table: dict[str, int], name: str | None, ints: bool) -> int | str | None:
+    """An enum value in the spelling the client asked for; None (left out) where unset."""
+    if not name:
+        return None
+    return table[name] if ints else name
 
 
 def app(engine: Engine, backends: BackendDict[GkeBackend], latency: float = 0.0) -> EmulatorApp:
@@ -65,76 +79,89 @@ class GkeHandlers:
             backends = list(self.backends[project].values())
         else:
             backends = [self.backends[project][location]]
-        clusters = []
-        for key in sorted(key for backend in backends for key in backend.clusters()):
-            _, _, _, cluster_location, _, name = key.split("/")
-            clusters.append({"name": name, "location": cluster_location, "status": 2, "selfLink": _link(key)})
-        return json_response({"clusters": clusters} if clusters else {})
+        ints = _int_enums(request)
+        clusters = [
+            encode_cluster(backend, key.rsplit("/", 1)[1], ints)
+            for backend in backends
+            for key in sorted(backend.clusters())
+        ]
+        return json_response({"clusters": sorted(clusters, key=lambda c: c["selfLink"])} if clusters else {})
 
     def get_cluster(self, request: Request, project: str, location: str, cluster: str) -> Response:
-        """clusters.get: the fields a node pool's placement and its tools read (Cluster reference:
-        locations, "the zones in which the cluster's nodes should be located"), and its pools."""
-        backend = self.backends[project][location]
-        key = backend.cluster_key(cluster)
-        pools = [encode_pool(key, p) for p in backend.list_pools(cluster)]
-        body = {
-            "name": cluster,
-            "location": location,
-            "zone": location,
-            "locations": list(backend.cluster_locations(cluster)),
-            "status": CLUSTER_STATUS["RUNNING"],
-            "currentMasterVersion": MASTER_VERSION,
-            "currentNodeVersion": MASTER_VERSION,
-            "selfLink": _link(key),
-            "nodePools": pools,
-        }
-        return json_response(_omit_defaults(body))
+        return json_response(encode_cluster(self.backends[project][location], cluster, _int_enums(request)))
 
     def list_pools(self, request: Request, project: str, location: str, cluster: str) -> Response:
         backend = self.backends[project][location]
-        pools = [encode_pool(backend.cluster_key(cluster), p) for p in backend.list_pools(cluster)]
+        ints = _int_enums(request)
+        pools = [encode_pool(backend.cluster_key(cluster), p, ints) for p in backend.list_pools(cluster)]
         return json_response({"nodePools": pools} if pools else {})
 
     def get_pool(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
         backend = self.backends[project][location]
-        return json_response(encode_pool(backend.cluster_key(cluster), backend.get_pool(cluster, pool)))
+        found = backend.get_pool(cluster, pool)
+        return json_response(encode_pool(backend.cluster_key(cluster), found, _int_enums(request)))
 
     def create_pool(self, request: Request, project: str, location: str, cluster: str) -> Response:
         body = request_json(request)
         if "nodePool" not in body:
             raise InvalidArgument("nodePool is required.")
         backend = self.backends[project][location]
-        return self._operation(backend.create_pool(cluster, decode_pool(body["nodePool"])))
+        return self._operation(request, backend.create_pool(cluster, decode_pool(body["nodePool"])))
 
     def update_pool(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
         backend = self.backends[project][location]
-        return self._operation(backend.update_pool(cluster, pool, decode_update(request_json(request))))
+        return self._operation(
+            request, backend.update_pool(cluster, pool, decode_update(request_json(request)))
+        )
 
     def set_autoscaling(
         self, request: Request, project: str, location: str, cluster: str, pool: str
     ) -> Response:
         autoscaling = decode_autoscaling(request_json(request).get("autoscaling", {}))
-        return self._operation(self.backends[project][location].set_autoscaling(cluster, pool, autoscaling))
+        return self._operation(
+            request, self.backends[project][location].set_autoscaling(cluster, pool, autoscaling)
+        )
 
     def set_size(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
         node_count = _int(request_json(request).get("nodeCount", 0), "nodeCount")
-        return self._operation(self.backends[project][location].set_size(cluster, pool, node_count))
+        return self._operation(request, self.backends[project][location].set_size(cluster, pool, node_count))
 
     def delete_pool(self, request: Request, project: str, location: str, cluster: str, pool: str) -> Response:
-        return self._operation(self.backends[project][location].delete_pool(cluster, pool))
+        return self._operation(request, self.backends[project][location].delete_pool(cluster, pool))
 
     def get_operation(self, request: Request, project: str, location: str, operation: str) -> Response:
-        return self._operation(self.backends[project][location].get_operation(operation))
+        return self._operation(request, self.backends[project][location].get_operation(operation))
 
-    def _operation(self, operation: Operation) -> Response:
-        return json_response(encode_operation(self.engine, operation))
+    def _operation(self, request: Request, operation: Operation) -> Response:
+        return json_response(encode_operation(self.engine, operation, _int_enums(request)))
 
 
 def _link(path: str) -> str:
     return f"https://container.googleapis.com/v1/{path}"
 
 
-def encode_operation(engine: Engine, operation: Operation) -> dict[str, Any]:
+def encode_cluster(backend: GkeBackend, cluster: str, ints: bool) -> dict[str, Any]:
+    """A Cluster as clusters.get and clusters.list give it: the fields placement and the users'
+    tools read (Cluster reference: locations, "the zones in which the cluster's nodes should be
+    located"; currentNodeCount, the nodes of all its pools), and its pools."""
+    key = backend.cluster_key(cluster)
+    pools = backend.list_pools(cluster)
+    body = {
+        "name": cluster,
+        "location": backend.location,
+        "zone": backend.location,
+        "locations": list(backend.cluster_locations(cluster)),
+        "status": _enum_out(CLUSTER_STATUS, "RUNNING", ints),
+        "currentMasterVersion": MASTER_VERSION,
+        "currentNodeVersion": MASTER_VERSION,
+        "currentNodeCount": sum(p.node_count * len(p.locations) for p in pools),
+        "selfLink": _link(key),
+        "nodePools": [encode_pool(key, p, ints) for p in pools],
+    }
+    return _omit_defaults(body)
+
+
+def encode_operation(engine: Engine, operation: Operation, ints: bool = True) -> dict[str, Any]:
     """An Operation as operations.get returns it; startTime and endTime (once DONE) are RFC 3339
     (container v1 Operation reference: "[Output only] The time the operation started/completed")."""
     location = operation.cluster.split("/")[3]
@@ -142,8 +169,8 @@ def encode_operation(engine: Engine, operation: Operation) -> dict[str, Any]:
         "name": operation.id,
         "zone": location,
         "location": location,
-        "operationType": OPERATION_TYPE[operation.kind],
-        "status": OPERATION_STATUS["DONE" if operation.done else "RUNNING"],
+        "operationType": _enum_out(OPERATION_TYPES, OPERATION_TYPE_NAMES[operation.kind], ints),
+        "status": _enum_out(OPERATION_STATUS, "DONE" if operation.done else "RUNNING", ints),
         "selfLink": _link(f"{'/'.join(operation.cluster.split('/')[:4])}/operations/{operation.id}"),
         "targetLink": _link(f"{operation.cluster}/nodePools/{operation.pool}"),
         "startTime": _rfc3339(engine.wall(operation.started_at)),
@@ -162,7 +189,7 @@ def _omit_defaults(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v not in (None, "", 0, False, {}, [])}
 
 
-def encode_pool(key: str, pool: NodePool) -> dict[str, Any]:
+def encode_pool(key: str, pool: NodePool, ints: bool = True) -> dict[str, Any]:
     accelerators = [
         _omit_defaults(
             {
@@ -172,11 +199,11 @@ def encode_pool(key: str, pool: NodePool) -> dict[str, Any]:
                 "gpuSharingConfig": _omit_defaults(
                     {
                         "maxSharedClientsPerGpu": str(a.max_shared_clients) if a.max_shared_clients else None,
-                        "gpuSharingStrategy": SHARING_STRATEGY.get(a.sharing_strategy),
+                        "gpuSharingStrategy": _enum_out(SHARING_STRATEGY, a.sharing_strategy, ints),
                     }
                 ),
                 "gpuDriverInstallationConfig": _omit_defaults(
-                    {"gpuDriverVersion": DRIVER_VERSION.get(a.driver_version)}
+                    {"gpuDriverVersion": _enum_out(DRIVER_VERSION, a.driver_version, ints)}
                 ),
             }
         )
@@ -190,7 +217,8 @@ def encode_pool(key: str, pool: NodePool) -> dict[str, Any]:
             "resourceLabels": pool.resource_labels,
             "accelerators": accelerators,
             "taints": [
-                _omit_defaults({"key": k, "value": v, "effect": TAINT_EFFECT[e]}) for k, v, e in pool.taints
+                _omit_defaults({"key": k, "value": v, "effect": _enum_out(TAINT_EFFECT, e, ints)})
+                for k, v, e in pool.taints
             ],
             "spot": pool.spot,
         }
@@ -203,7 +231,7 @@ def encode_pool(key: str, pool: NodePool) -> dict[str, Any]:
             "maxNodeCount": scaling.max_nodes,
             "totalMinNodeCount": scaling.total_min_nodes,
             "totalMaxNodeCount": scaling.total_max_nodes,
-            "locationPolicy": LOCATION_POLICY.get(scaling.location_policy),
+            "locationPolicy": _enum_out(LOCATION_POLICY, scaling.location_policy, ints),
         }
     )
     return _omit_defaults(
@@ -213,7 +241,7 @@ def encode_pool(key: str, pool: NodePool) -> dict[str, Any]:
             "initialNodeCount": pool.node_count,
             "locations": list(pool.locations),
             "autoscaling": autoscaling,
-            "status": POOL_STATUS[pool.status],
+            "status": _enum_out(POOL_STATUS, pool.status, ints),
             "selfLink": _link(f"{key}/nodePools/{pool.name}"),
         }
     )

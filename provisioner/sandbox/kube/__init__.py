@@ -38,19 +38,23 @@ class KubeEmulator:
         """A cluster's state, by its fleet name (tests change what its nodes report through it)."""
         return self.clusters[name]
 
-    def write_kubeconfig(self, directory: Path, url: str) -> Path:
+    def write_kubeconfig(self, directory: Path, url: str, ca_pem: bytes | None = None) -> Path:
         """DIR/kubeconfig: a cluster, user and context per fleet cluster, each named as the fleet
-        names it, current-context the first; written whole then renamed."""
+        names it (the server's CA with it, where it serves TLS), current-context the first;
+        written whole then renamed."""
+        import base64
+
         from ruamel.yaml import YAML
 
         from provisioner.sandbox.kube.responses import TOKEN
 
         names = list(self.clusters.clusters)
+        ca = {"certificate-authority-data": base64.b64encode(ca_pem).decode()} if ca_pem else {}
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "preferences": {},
-            "clusters": [{"name": n, "cluster": {"server": f"{url}/clusters/{n}"}} for n in names],
+            "clusters": [{"name": n, "cluster": {"server": f"{url}/clusters/{n}", **ca}} for n in names],
             "users": [{"name": n, "user": {"token": TOKEN}} for n in names],
             "contexts": [{"name": n, "context": {"cluster": n, "user": n}} for n in names],
             "current-context": names[0] if names else "",

@@ -12,6 +12,7 @@ from ruamel.yaml.error import YAMLError
 from werkzeug.wrappers import Request, Response
 
 from provisioner.sandbox.engine import Engine
+from provisioner.sandbox.kube import discovery, tables
 from provisioner.sandbox.kube.exceptions import (
     BadRequest,
     KubeError,
@@ -85,7 +86,14 @@ def render_error(error: ApiError) -> Response:
     return json_response(body, error.status, headers)
 
 
-def _list(kind: str, cluster: KubeCluster, items: list[dict[str, Any]]) -> Response:
+def _list(
+    kind: str, cluster: KubeCluster, items: list[dict[str, Any]], request: Request | None = None
+) -> Response:
+    """A `<Kind>List`, or the Table kubectl asks for where this API prints the kind."""
+    if request is not None and tables.wants_table(request.headers.get("Accept", "")):
+        printed = tables.table(kind, cluster.version, items)
+        if printed is not None:
+            return json_response(printed)
     return json_response(
         {
             "kind": f"{kind}List",
@@ -131,10 +139,37 @@ class KubeHandlers:
     def version(self, request: Request, cluster: KubeCluster) -> Response:
         return json_response(VERSION)
 
+    # Discovery, as kubectl reads it before any request
+
+    def api_versions(self, request: Request, cluster: KubeCluster) -> Response:
+        return json_response(discovery.api_versions(request.host))
+
+    def api_groups(self, request: Request, cluster: KubeCluster) -> Response:
+        return json_response(discovery.api_groups())
+
+    def core_resources(self, request: Request, cluster: KubeCluster) -> Response:
+        return json_response(discovery.core_resources())
+
+    def openapi_root(self, request: Request, cluster: KubeCluster) -> Response:
+        prefix = request.path.removesuffix("/openapi/v3")
+        return json_response(discovery.openapi_root(prefix))
+
+    def openapi_v1(self, request: Request, cluster: KubeCluster) -> Response:
+        return json_response(discovery.openapi_v1())
+
+    def list_namespaces(self, request: Request, cluster: KubeCluster) -> Response:
+        """The namespaces something is in (every name is one: see get_namespace)."""
+        names = sorted({"default", *(ns for ns, _ in cluster.config_maps), *(ns for ns, _ in cluster.pods)})
+        return _list("Namespace", cluster, [self._namespace(name) for name in names])
+
+    def list_events(self, request: Request, cluster: KubeCluster, namespace: str | None = None) -> Response:
+        """The sandbox records no events (kubectl describe lists them)."""
+        return _list("Event", cluster, [])
+
     # Nodes
 
     def list_nodes(self, request: Request, cluster: KubeCluster) -> Response:
-        return _list("Node", cluster, cluster.list_nodes(request.args.get("labelSelector", "")))
+        return _list("Node", cluster, cluster.list_nodes(request.args.get("labelSelector", "")), request)
 
     def get_node(self, request: Request, cluster: KubeCluster, name: str) -> Response:
         return json_response(cluster.node(name))
@@ -148,15 +183,17 @@ class KubeHandlers:
 
     def get_namespace(self, request: Request, cluster: KubeCluster, namespace: str) -> Response:
         """Namespaces exist implicitly: every name is an Active namespace."""
-        return json_response(
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": namespace},
-                "spec": {"finalizers": ["kubernetes"]},
-                "status": {"phase": "Active"},
-            }
-        )
+        return json_response(self._namespace(namespace))
+
+    @staticmethod
+    def _namespace(name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        }
 
     # Pods
 
@@ -164,7 +201,7 @@ class KubeHandlers:
         pods = cluster.list_pods(
             namespace, request.args.get("labelSelector", ""), request.args.get("fieldSelector", "")
         )
-        return _list("Pod", cluster, pods)
+        return _list("Pod", cluster, pods, request)
 
     def create_pod(self, request: Request, cluster: KubeCluster, namespace: str) -> Response:
         return json_response(cluster.create_pod(namespace, request_json(request)), 201)
@@ -183,7 +220,7 @@ class KubeHandlers:
         found = cluster.list_config_maps(
             namespace, request.args.get("labelSelector", ""), request.args.get("fieldSelector", "")
         )
-        return _list("ConfigMap", cluster, found)
+        return _list("ConfigMap", cluster, found, request)
 
     def get_config_map(self, request: Request, cluster: KubeCluster, namespace: str, name: str) -> Response:
         return json_response(cluster.config_map(namespace, name))

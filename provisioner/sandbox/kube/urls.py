@@ -1,6 +1,6 @@
 """The sandbox Kubernetes API's routes: the core/v1 paths the official client calls (kubernetes
-api/core_v1_api.py, version_api.py), each fleet cluster under its own prefix /clusters/<name>,
-which its kubeconfig entry names as the server."""
+api/core_v1_api.py, version_api.py) and the discovery and OpenAPI paths kubectl reads first, each
+fleet cluster under its own prefix /clusters/<name>, which its kubeconfig entry names as the server."""
 
 from __future__ import annotations
 
@@ -12,6 +12,14 @@ _NAMESPACED = f"{_V1}/namespaces/<namespace>"
 ROUTES = Map(
     [
         Rule(f"{_CLUSTER}/version", methods=["GET"], endpoint="version"),
+        Rule(f"{_CLUSTER}/api", methods=["GET"], endpoint="api_versions"),
+        Rule(f"{_CLUSTER}/apis", methods=["GET"], endpoint="api_groups"),
+        Rule(f"{_V1}", methods=["GET"], endpoint="core_resources"),
+        Rule(f"{_CLUSTER}/openapi/v3", methods=["GET"], endpoint="openapi_root"),
+        Rule(f"{_CLUSTER}/openapi/v3/api/v1", methods=["GET"], endpoint="openapi_v1"),
+        Rule(f"{_V1}/namespaces", methods=["GET"], endpoint="list_namespaces"),
+        Rule(f"{_V1}/events", methods=["GET"], endpoint="list_events"),
+        Rule(f"{_NAMESPACED}/events", methods=["GET"], endpoint="list_events"),
         Rule(f"{_V1}/nodes", methods=["GET"], endpoint="list_nodes"),
         Rule(f"{_V1}/nodes/<name>", methods=["GET"], endpoint="get_node"),
         Rule(f"{_V1}/nodes/<name>", methods=["PATCH"], endpoint="patch_node"),

@@ -1,0 +1,113 @@
+"""Lists as the `Table` kubectl asks for (Accept: application/json;as=Table;g=meta.k8s.io;v=v1):
+the columns the API server's printers give each kind (kubernetes pkg/printers/internalversion
+printers.go: nodes NAME STATUS ROLES AGE VERSION, pods NAME READY STATUS RESTARTS AGE, configmaps
+NAME DATA AGE), each row with its object's metadata (PartialObjectMetadata), so that kubectl's own
+columns (-L label) read from it. Kinds without printers here answer their plain lists."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+ROLE_PREFIX = "node-role.kubernetes.io/"
+
+
+def wants_table(accept: str) -> bool:
+    return "as=Table" in accept and "g=meta.k8s.io" in accept
+
+
+def _age(item: dict[str, Any]) -> str:
+    """Age as kubectl's printers write it (duration.HumanDuration, coarsely)."""
+    created = item.get("metadata", {}).get("creationTimestamp")
+    if not created:
+        return "<unknown>"
+    moment = datetime.datetime.fromisoformat(created.replace("Z", "+00:00"))
+    seconds = max(0, int((datetime.datetime.now(datetime.UTC) - moment).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * 2:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _node(item: dict[str, Any]) -> list[Any]:
+    ready = next((c for c in item.get("status", {}).get("conditions", []) if c.get("type") == "Ready"), {})
+    status = "Ready" if ready.get("status") == "True" else "NotReady"
+    if item.get("spec", {}).get("unschedulable"):
+        status += ",SchedulingDisabled"
+    labels = item.get("metadata", {}).get("labels", {})
+    roles = ",".join(sorted(k.removeprefix(ROLE_PREFIX) for k in labels if k.startswith(ROLE_PREFIX)))
+    version = item.get("status", {}).get("nodeInfo", {}).get("kubeletVersion", "")
+    return [item["metadata"]["name"], status, roles or "<none>", _age(item), version]
+
+
+def _pod(item: dict[str, Any]) -> list[Any]:
+    containers = item.get("spec", {}).get("containers", [])
+    statuses = item.get("status", {}).get("containerStatuses", [])
+    ready = sum(1 for s in statuses if s.get("ready"))
+    restarts = sum(s.get("restartCount", 0) for s in statuses)
+    phase = item.get("status", {}).get("phase", "Pending")
+    return [item["metadata"]["name"], f"{ready}/{len(containers)}", phase, restarts, _age(item)]
+
+
+def _config_map(item: dict[str, Any]) -> list[Any]:
+    data = len(item.get("data", {})) + len(item.get("binaryData", {}))
+    return [item["metadata"]["name"], data, _age(item)]
+
+
+_NAME = {"name": "Name", "type": "string", "format": "name", "priority": 0}
+COLUMNS: dict[str, tuple[list[dict[str, Any]], Callable[[dict[str, Any]], list[Any]]]] = {
+    "Node": (
+        [
+            _NAME,
+            {"name": "Status", "type": "string", "format": "", "priority": 0},
+            {"name": "Roles", "type": "string", "format": "", "priority": 0},
+            {"name": "Age", "type": "string", "format": "", "priority": 0},
+            {"name": "Version", "type": "string", "format": "", "priority": 0},
+        ],
+        _node,
+    ),
+    "Pod": (
+        [
+            _NAME,
+            {"name": "Ready", "type": "string", "format": "", "priority": 0},
+            {"name": "Status", "type": "string", "format": "", "priority": 0},
+            {"name": "Restarts", "type": "integer", "format": "", "priority": 0},
+            {"name": "Age", "type": "string", "format": "", "priority": 0},
+        ],
+        _pod,
+    ),
+    "ConfigMap": (
+        [
+            _NAME,
+            {"name": "Data", "type": "integer", "format": "", "priority": 0},
+            {"name": "Age", "type": "string", "format": "", "priority": 0},
+        ],
+        _config_map,
+    ),
+}
+
+
+def table(kind: str, version: str, items: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The Table of `items` of `kind`; None where this API has no printer for it."""
+    if kind not in COLUMNS:
+        return None
+    columns, cells = COLUMNS[kind]
+    rows = [
+        {
+            "cells": cells(item),
+            "object": {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": item.get("metadata", {}),
+            },
+        }
+        for item in items
+    ]
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": version},
+        "columnDefinitions": [{**c, "description": c["name"]} for c in columns],
+        "rows": rows,
+    }
