@@ -41,6 +41,13 @@ step provisioner plan "$fleet" --detailed-exitcode
 step provisioner verify "$fleet"
 "$provisioner" verify "$fleet"
 
+step kubectl --kubeconfig "$sandbox/kubeconfig" --context gcp-ml get nodes -L nvidia.com/gpu.product
+if command -v kubectl >/dev/null; then  # the users' own tools work against the sandbox too
+  kubectl --kubeconfig "$sandbox/kubeconfig" --context gcp-ml get nodes -L nvidia.com/gpu.product
+else
+  echo "(kubectl is not installed: skipped)"
+fi
+
 step provisioner sync "$fleet"
 "$provisioner" sync "$fleet"
 
