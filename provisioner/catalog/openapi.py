@@ -19,6 +19,7 @@ import copy
 from typing import Any
 
 from provisioner import hardware
+from provisioner.catalog import schemas as answers
 
 EMPTY: dict[str, Any] = {"const": ""}  # a parameter sent empty: the same as not sent
 ERROR = {
@@ -39,6 +40,16 @@ UNHEALTHY = {
     "properties": {"status": {"const": "unavailable"}, "error": {"type": "string"}},
     "required": ["status", "error"],
 }
+# Each route's answer, by the components' names (exact() puts them there).
+ANSWERS = {
+    "/healthz": {"$ref": "#/components/schemas/Healthy"},
+    "/api/clusters": {"type": "array", "items": {"$ref": "#/components/schemas/Cluster"}},
+    "/api/pools": {"type": "array", "items": {"$ref": "#/components/schemas/Pool"}},
+    "/api/pools/{cluster_and_pool}": {"$ref": "#/components/schemas/Pool"},
+    "/api/capacity": {"type": "array", "items": {"$ref": "#/components/schemas/Capacity"}},
+    "/api/drift": {"type": "array", "items": {"$ref": "#/components/schemas/Drift"}},
+    "/api/place": {"$ref": "#/components/schemas/Placement"},
+}
 PLACE_MODES = ("mig", "gpu_memory", "gpus")
 PLACE_OBJECT = (*PLACE_MODES, "gpu")  # the parameters /api/place's rules tie together
 # Characters a regular expression (ECMA 262, as JSON Schema reads it) gives a meaning.
@@ -56,8 +67,14 @@ def exact(generated: dict[str, Any], *, guarded: bool) -> dict[str, Any]:
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
     schemas |= {"Error": ERROR, "NoPlacement": NO_PLACEMENT}
-    if not schemas:
-        del document["components"]["schemas"]
+    schemas |= {
+        "Pool": answers.pool(),
+        "Cluster": answers.cluster(),
+        "Capacity": answers.capacity(),
+        "Drift": answers.drift(),
+        "Placement": answers.placement(),
+        "Healthy": answers.healthy(),
+    }
     if guarded:
         document["components"]["securitySchemes"] = {
             "bearer": {"type": "http", "scheme": "bearer", "description": "The service's token."},
@@ -103,13 +120,10 @@ def _responses(path: str, operation: dict[str, Any], guarded: bool) -> None:
             **_error("No valid token."),
             "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
         }
-    ok = responses["200"]
-    ok["description"] = "OK"
-    if page:
-        ok["content"] = {"text/html": {"schema": {"type": "string"}}}
-    elif path == "/metrics":
-        ok["content"] = {"text/plain": {"schema": {"type": "string"}}}
-    elif path == "/api/pools/{cluster_and_pool}":
+    media = {"/": "text/html", "/metrics": "text/plain"}.get(path, "application/json")
+    schema = ANSWERS.get(path, {"type": "string"})
+    responses["200"] = {"description": "OK", "content": {media: {"schema": schema}}}
+    if path == "/api/pools/{cluster_and_pool}":
         responses["404"] = _error("No live pool of that name in that cluster.")
     elif path == "/healthz":
         responses["503"] = {

@@ -51,6 +51,7 @@ from starlette.exceptions import HTTPException
 from provisioner import render
 from provisioner.capacity import ISOLATION_LEVELS
 from provisioner.catalog import metrics, openapi, overview
+from provisioner.catalog.schemas import SHARINGS
 from provisioner.catalog.store import Store, reason_of
 from provisioner.catalog.url import CatalogError, redacted
 from provisioner.catalog.views import _nodes, _sharing, capacity_rows, drift_lines
@@ -66,7 +67,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 READ_METHODS = ("GET", "HEAD")
 LOOPBACK_NAMES = ("localhost",)
 REALM = "provisioner catalog"
-SHARINGS = ("exclusive", "time-slicing", "mps", "memory")
 
 Cloud = Literal[tuple(DRIVERS)]  # type: ignore[valid-type]
 Sharing = Literal[SHARINGS]  # type: ignore[valid-type]
