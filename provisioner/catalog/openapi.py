@@ -6,7 +6,8 @@ schemathesis, which the tests run against the service) reading the document know
   database fails, with {"error": ...}; with a token, 401 without it;
 - an empty query parameter is no filter (the service drops it), and a query parameter is a string
   on the wire, present or not, never JSON's null;
-- `/` answers HTML (its 422 too), `/metrics` Prometheus' text format;
+- `/` answers HTML (its 422 too), `/metrics` Prometheus' text format, the others JSON whose
+  schema (schemas.py) names every key;
 - `/api/place` takes exactly one of `mig`, `gpu_memory` and `gpus`, and a `mig` the GPU named by
   `gpu` offers: rules across parameters, which OpenAPI says only of one parameter, so the four are
   one object parameter (style form, exploded: the same `?mig=1g.10gb&gpu=A100` on the wire) whose
