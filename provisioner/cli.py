@@ -32,9 +32,10 @@ if TYPE_CHECKING:
     from provisioner.report import ProgressReporter
 
 # Diagnostics go through click, not rich: rich would read "[azure-ml]" in a path as markup. What
-# does go through rich has every value from the user or a cloud escaped (rich.markup.escape).
+# does go through rich has every value from the user or a cloud escaped (rich.markup.escape), and
+# no :name: in one becomes an emoji (emoji=False: escape leaves those).
 # Piped output gets room for whole instance-type names rather than a terminal's default 80 columns.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 132)
+out = Console(highlight=False, soft_wrap=True, emoji=False, width=None if sys.stdout.isatty() else 132)
 
 
 # Old spellings kept for one release, each the command that now does the job. `render cronjob`
@@ -670,7 +671,7 @@ def sync(
         }
         click.echo(json.dumps(document, indent=2))
     else:
-        where = redacted(store.url)
+        where = escape(redacted(store.url))  # a SQLite file's path may read as markup
         synced = f"{_count(len(report.written), 'cluster')} ({_count(report.pools, 'pool')})"
         out.print(
             f"Synced {synced} into {where}" + (f", {len(found)} found by --discover" if discover else "")

@@ -41,18 +41,20 @@ def observations_table(observations: Sequence[Observation]) -> Table:
     table = Table(title="Pools now", title_justify="left")
     for column in ("cluster", "pool", "instance type", "GPUs", "MIG", "sharing", "nodes", "spot", "owned"):
         table.add_column(column)
+    # The clouds' values as Text: a string cell is read as markup, and rich.markup.escape doubles
+    # a trailing backslash.
     for observation in observations:
         if observation.error is not None:
-            table.add_row(escape(observation.target.name), "[red]listing failed[/]", *[""] * 7)
+            table.add_row(Text(observation.target.name), Text("listing failed", style="red"), *[""] * 7)
         for pool in observation.pools:
             read = capacity(observation.target.cloud, pool)
             table.add_row(
-                escape(observation.target.name),
-                escape(pool.name),
-                escape(pool.instance_type),
+                Text(observation.target.name),
+                Text(pool.name),
+                Text(pool.instance_type),
                 str(pool.gpus_per_node or ""),
-                escape(read.mig_profile or ""),
-                escape(sharing_text(read.sharing, read.replicas, read.isolation)),
+                Text(read.mig_profile or ""),
+                Text(sharing_text(read.sharing, read.replicas, read.isolation)),
                 str(value_json("scaling", pool.scaling)),
                 "yes" if pool.spot else "",
                 "yes" if pool.owned else "[dim]no[/]",

@@ -11,7 +11,8 @@ Rules every request meets, in an ASGI middleware in front of the routes:
 - with a token (`--token` / PROVISIONER_CATALOG_TOKEN, required to bind beyond loopback), every
   request carries it, as `Authorization: Bearer T` or as the password of HTTP Basic (so a browser
   asks for it), compared in constant time (hmac.compare_digest); else 401;
-- an empty query parameter (a form's "any") is no filter; an unknown one is a 422, not ignored.
+- an empty query parameter (a form's "any") is no filter; an unknown one is a 422, not ignored,
+  and so is one given twice (each takes one value: the last would win unseen).
 The database URL is never shown but through `redacted`; a database that fails answers 503 with
 the redacted reason, never a 500 with a traceback.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -44,10 +46,12 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy import exc, text
+from starlette.exceptions import HTTPException
 
 from provisioner import render
 from provisioner.capacity import ISOLATION_LEVELS
-from provisioner.catalog import metrics, overview
+from provisioner.catalog import metrics, openapi, overview
+from provisioner.catalog.schemas import SHARINGS
 from provisioner.catalog.store import Store, reason_of
 from provisioner.catalog.url import CatalogError, redacted
 from provisioner.catalog.views import _nodes, _sharing, capacity_rows, drift_lines
@@ -63,7 +67,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 READ_METHODS = ("GET", "HEAD")
 LOOPBACK_NAMES = ("localhost",)
 REALM = "provisioner catalog"
-SHARINGS = ("exclusive", "time-slicing", "mps", "memory")
 
 Cloud = Literal[tuple(DRIVERS)]  # type: ignore[valid-type]
 Sharing = Literal[SHARINGS]  # type: ignore[valid-type]
@@ -163,6 +166,11 @@ async def _known_parameters_only(request: Request) -> None:
     if unknown:
         takes = f"it takes {', '.join(allowed)}" if allowed else "it takes none"
         raise BadQuery(f"unknown query parameter {', '.join(map(repr, unknown))}: {takes}")
+    given = [name for name, _ in request.query_params.multi_items()]
+    repeated = sorted({name for name in given if given.count(name) > 1})
+    if repeated:
+        names = ", ".join(map(repr, repeated))
+        raise BadQuery(f"query parameter {names} given more than once: it takes one value")
 
 
 def _query_names(dependant: Any) -> set[str]:
@@ -205,6 +213,13 @@ def create_app(
         redoc_url=None,
         dependencies=[Depends(_known_parameters_only)],
     )
+    generated = app.openapi  # FastAPI's document of the routes' declarations
+
+    @functools.cache
+    def document() -> dict[str, Any]:
+        return openapi.exact(generated(), guarded=token is not None)
+
+    app.openapi = document  # type: ignore[method-assign]  # /openapi.json serves it
     registry = metrics.registry_for(store)
     page = _templates().get_template("catalog-page.html.j2")
 
@@ -216,6 +231,12 @@ def create_app(
     @app.exception_handler(BadQuery)
     async def unknown_parameter(request: Request, error: BadQuery) -> Response:
         return _bad_request(request, str(error), [str(error)])
+
+    @app.exception_handler(HTTPException)
+    async def not_routed(request: Request, error: HTTPException) -> Response:
+        # the router's own 404 (a path no route matches, e.g. with a newline): the API's shape
+        message = f"nothing at {request.scope['path']!r}"  # the path as routed: url.path drops newlines
+        return JSONResponse({"error": message}, error.status_code, error.headers)
 
     @app.exception_handler(exc.SQLAlchemyError)
     async def database_failed(request: Request, error: exc.SQLAlchemyError) -> Response:
@@ -432,17 +453,9 @@ def serve(store: Store, host: str, port: int, token: str | None, announce: Calla
     """Serve until SIGINT or SIGTERM; `announce` gets the address once it listens (port 0: any)."""
     import uvicorn
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as error:
-        listener.close()
-        raise ServeError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-    listener.listen(2048)  # connections made once announced wait in the backlog for uvicorn
-    bound = listener.getsockname()[1]
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    socket_ = listening(host, port)
+    bound = socket_.getsockname()[1]
+    shown = f"[{host}]" if socket_.family == socket.AF_INET6 else host
     announce(f"http://{shown}:{bound}/")
     config = uvicorn.Config(create_app(store, token), log_level="warning", access_log=False)
     # uvicorn shuts down gracefully on SIGINT or SIGTERM, then raises the signal again for the
@@ -450,7 +463,23 @@ def serve(store: Store, host: str, port: int, token: str | None, announce: Calla
     for stop in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop, _stopped)
     with contextlib.suppress(_Stopped):
-        uvicorn.Server(config).run(sockets=[listener])
+        uvicorn.Server(config).run(sockets=[socket_])
+
+
+def listening(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on host:port (0: any free port), for uvicorn to serve on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on such sockets, else Nagle holds each
+    # answer's body behind its headers for a kept-alive client's delayed ACK (40 ms a request).
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        raise ServeError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    listener.listen(2048)  # connections made once announced wait in the backlog for uvicorn
+    return listener
 
 
 class _Stopped(Exception):

@@ -387,6 +387,8 @@ class Store:
     # Reads
 
     def live_pools(self, cloud: str | None = None, cluster: str | None = None) -> list[dict[str, Any]]:
+        if _unstorable(cloud, cluster):
+            return []
         query = _pools_query().where(PoolRow.deleted_at.is_(None))
         if cloud:
             query = query.where(ClusterRow.cloud == cloud)
@@ -436,6 +438,8 @@ class Store:
             ]
 
     def drift(self, cluster: str | None = None) -> list[dict[str, Any]]:
+        if _unstorable(cluster):
+            return []
         query = (
             select(ClusterRow.name, DriftRow.pool, DriftRow.kind, DriftRow.fields, DriftRow.detected_at)
             .join(DriftRow, DriftRow.cluster_id == ClusterRow.id)
@@ -762,6 +766,12 @@ def _pool_dict(row: Any) -> dict[str, Any]:
         "allocation_at": _iso(pool["allocation_at"]),
         "allocation_stale": pool["allocation_stale"],
     }
+
+
+def _unstorable(*names: str | None) -> bool:
+    """A name no row holds on any backend: PostgreSQL refuses a NUL in text, even to compare it
+    (a 503 for a filter from a URL), where SQLite just finds nothing."""
+    return any(name and "\x00" in name for name in names)
 
 
 def _iso(moment: datetime | None) -> str | None:

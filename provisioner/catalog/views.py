@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from provisioner.capacity import sharing_text
 from provisioner.catalog.store import DriftFinding
@@ -44,10 +45,10 @@ def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
             column, justify="right" if column in ("GPUs/node", "slices/node", "GB/slice") else "left"
         )
     for p in pools:
-        table.add_row(
+        cells = (
             p["cluster"],
             p["cloud"],
-            p["pool"] + ("" if p["owned"] else " [dim](not owned)[/]"),
+            p["pool"],
             p["instance_type"],
             p["gpu"] or "-",
             str(p["gpus_per_node"]),
@@ -56,6 +57,10 @@ def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
             f"{p['memory_per_slice_gb']:g}" if p["memory_per_slice_gb"] is not None else "-",
             _nodes(p),
         )
+        row = _literal(cells)
+        if not p["owned"]:
+            row[2].append(" (not owned)", style="dim")
+        table.add_row(*row)
     return table
 
 
@@ -137,7 +142,7 @@ def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
     for header, footer, justify in columns:
         table.add_column(header, footer=footer, justify=justify)  # type: ignore[arg-type]
     for r in rows:
-        table.add_row(
+        cells = (
             r["cluster"],
             r["pool"],
             r["gpu"],
@@ -148,7 +153,15 @@ def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
             f"{_maybe(r['slices_now'])} / {r['slices_max']}" + (" GiB" if r["slice_unit"] == "GiB" else ""),
             _in_use(r),
         )
+        table.add_row(*_literal(cells))
     return table
+
+
+def _literal(cells: Sequence[str]) -> list[Text]:
+    """Table cells as they read: every value here comes from the catalog, which clouds and other
+    writers fill, and a rich table reads a string cell as markup ("[/]" would stop the command)
+    and emoji codes. Text, not rich.markup.escape: that doubles a trailing backslash."""
+    return [Text(cell) for cell in cells]
 
 
 def _maybe(value: int | None) -> str:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from provisioner.kube.contexts import Kube, KubeAccess
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from provisioner.kube.verify import PoolVerdict
     from provisioner.observe import Drivers
 
-# As cli.py's: piped output gets room for whole node names rather than 80 columns.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 132)
+# As cli.py's: no emoji codes read in values, and piped output gets room for whole node names.
+out = Console(highlight=False, soft_wrap=True, emoji=False, width=None if sys.stdout.isatty() else 132)
 
 _STATUS_STYLE = {"ok": "green", "no nodes yet": "dim", "degraded": "red", "unreachable": "red"}
 
@@ -115,12 +115,12 @@ def _print_verdicts(verdicts: Sequence[PoolVerdict]) -> None:
         table.add_column(column)
     for v in verdicts:
         status = f"[{_STATUS_STYLE[v.status]}]{v.status}[/]"
-        table.add_row(escape(v.cluster), escape(v.pool), status, str(v.nodes))
+        table.add_row(Text(v.cluster), Text(v.pool), status, str(v.nodes))  # Text: never markup
     out.print(table)
     for v in verdicts:
         for problem in v.problems:
             where = f"{v.cluster}/{v.pool}" + (f" {problem.node}" if problem.node else "")
-            out.print(f"[red]✗[/] {escape(where)}: {escape(problem.message)}")
+            out.print(Text.assemble(("✗", "red"), f" {where}: {problem.message}"))
     bad = sum(v.status in ("degraded", "unreachable") for v in verdicts)
     if bad:
         out.print(f"[red]{bad} of {len(verdicts)} pools degraded or unreachable.[/]")
@@ -264,10 +264,10 @@ def _print_uses(uses: Sequence[NodeUse], details: bool, totals: Callable[..., li
         table.add_column(column)
     for use in uses:
         row = (use.cluster, use.pool, use.node, use.resource, f"{use.allocated} / {use.total}")
-        table.add_row(*map(escape, row))
+        table.add_row(*map(Text, row))
         if details:
             for pod, amount in use.pods:
-                table.add_row("", "", "", escape(f"  {pod}"), f"[dim]{amount}[/]")
+                table.add_row("", "", "", Text(f"  {pod}"), f"[dim]{amount}[/]")
     out.print(table)
     for title, by in (("Per pool", ("cluster", "pool")), ("Per cluster", ("cluster",))):
         summary = Table(title=title, title_justify="left")
@@ -280,5 +280,5 @@ def _print_uses(uses: Sequence[NodeUse], details: bool, totals: Callable[..., li
                 str(row["nodes"]),
                 f"{row['allocated']} / {row['total']}",
             )
-            summary.add_row(*map(escape, cells))
+            summary.add_row(*map(Text, cells))
         out.print(summary)

@@ -11,7 +11,6 @@ import hmac
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -45,8 +44,7 @@ ROOT = Path(__file__).parents[2]
 @contextlib.contextmanager
 def running(app: Any) -> Iterator[str]:
     """The app served by uvicorn on 127.0.0.1:<free port>, in a thread; its base URL."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener = service.listening("127.0.0.1", 0)  # as `catalog serve` listens
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
@@ -292,7 +290,70 @@ def test_the_openapi_document_lists_every_route(seeded: Seeded):
         "/metrics",
     ]
     parameters = {p["name"] for p in document["paths"]["/api/pools"]["get"]["parameters"]}
-    assert parameters == {"cloud", "cluster", "gpu", "mig", "sharing", "isolation", "min_free_slices"}
+    assert parameters == {
+        *("cloud", "cluster", "gpu", "mig", "sharing", "isolation", "min_free_slices"),
+        "If-None-Match",
+    }
+    place = {p["name"] for p in document["paths"]["/api/place"]["get"]["parameters"]}
+    # request: mig, gpu_memory, gpus and gpu, whose rules tie them together
+    assert place == {"request", "isolation", "cloud", "cluster", "pool"}
+
+
+# Each run stays small (the coverage phase makes every case the schema defines; /api/place's
+# alone are 1,600, so fuzzing alone covers it), and duplicate query parameters are tried too.
+SCHEMATHESIS_CONFIG = """\
+[phases.coverage]
+generate-duplicate-query-parameters = true
+
+[phases.fuzzing]
+generation.max-examples = 10
+
+[[operations]]
+include-path = "/api/place"
+phases.coverage.enabled = false
+phases.fuzzing.generation.max-examples = 20
+"""
+
+
+def test_schemathesis_finds_the_document_exact(seeded: Seeded, tmp_path: Path):
+    """Every check schemathesis has, against the service over the seeded catalog: each answer's
+    status, media type, headers and body as /openapi.json says, bad input refused and good input
+    taken, no server error."""
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(SCHEMATHESIS_CONFIG, encoding="utf-8")
+    command = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run"]
+    found = subprocess.run(
+        [*command, f"{seeded.base}/openapi.json", "--checks", "all", "--seed", "1", "--no-color"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # its .hypothesis directory
+        timeout=300,
+    )
+    assert found.returncode == 0, found.stdout + found.stderr
+    assert "Tested: 9" in found.stdout and " passed" in found.stdout, found.stdout
+
+
+def test_a_query_parameter_given_twice_is_a_422(seeded: Seeded):
+    answer = requests.get(seeded.base + "/api/pools?cluster=aws&cluster=gcp", timeout=10)
+    assert (answer.status_code, answer.json()["error"]) == (
+        422,
+        "query parameter 'cluster' given more than once: it takes one value",
+    )
+    once = requests.get(seeded.base + "/api/pools?cluster=&cluster=gcp", timeout=10)  # the empty is none
+    assert {r["cluster"] for r in once.json()} == {"gcp"}
+
+
+def test_a_nul_in_a_name_finds_nothing_on_either_database(seeded: Seeded):
+    for path in ("/api/capacity", "/api/drift"):
+        answer = get(seeded, path, cluster="gcp\x00")
+        assert (answer.status_code, answer.json()) == (200, []), path
+    assert get(seeded, "/api/pools/gcp%00/mig").status_code == 404
+
+
+def test_a_path_no_route_takes_is_a_404_in_the_api_shape(seeded: Seeded):
+    answer = requests.get(seeded.base + "/api/pools/a%0Ab", timeout=10)
+    assert (answer.status_code, answer.json()) == (404, {"error": "nothing at '/api/pools/a\\nb'"})
 
 
 def samples(text: str) -> dict[str, dict[tuple[str, ...], float]]:
@@ -406,6 +467,14 @@ def test_with_a_token_every_request_must_carry_it(
     if status == 401:
         assert answer.json() == {"error": "a valid token is required"}
         assert answer.headers["www-authenticate"].startswith('Basic realm="provisioner catalog"')
+
+
+def test_with_a_token_the_document_says_every_route_needs_it(guarded: str):
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    document = requests.get(guarded + "/openapi.json", headers=bearer, timeout=10).json()
+    assert document["security"] == [{"bearer": []}, {"basic": []}]
+    for path, operations in document["paths"].items():
+        assert "401" in operations["get"]["responses"], path
 
 
 def test_the_token_comes_before_the_method_and_is_compared_in_constant_time(
