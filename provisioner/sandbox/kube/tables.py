@@ -55,36 +55,18 @@ def _config_map(item: dict[str, Any]) -> list[Any]:
     return [item["metadata"]["name"], data, _age(item)]
 
 
-_NAME = {"name": "Name", "type": "string", "format": "name", "priority": 0}
+def _columns(*names: str) -> list[dict[str, Any]]:
+    """Column definitions: a name column, then the others; the counts are integers."""
+    kinds = {"Restarts": "integer", "Data": "integer"}
+    return [{"name": "Name", "type": "string", "format": "name", "priority": 0}] + [
+        {"name": name, "type": kinds.get(name, "string"), "format": "", "priority": 0} for name in names
+    ]
+
+
 COLUMNS: dict[str, tuple[list[dict[str, Any]], Callable[[dict[str, Any]], list[Any]]]] = {
-    "Node": (
-        [
-            _NAME,
-            {"name": "Status", "type": "string", "format": "", "priority": 0},
-            {"name": "Roles", "type": "string", "format": "", "priority": 0},
-            {"name": "Age", "type": "string", "format": "", "priority": 0},
-            {"name": "Version", "type": "string", "format": "", "priority": 0},
-        ],
-        _node,
-    ),
-    "Pod": (
-        [
-            _NAME,
-            {"name": "Ready", "type": "string", "format": "", "priority": 0},
-            {"name": "Status", "type": "string", "format": "", "priority": 0},
-            {"name": "Restarts", "type": "integer", "format": "", "priority": 0},
-            {"name": "Age", "type": "string", "format": "", "priority": 0},
-        ],
-        _pod,
-    ),
-    "ConfigMap": (
-        [
-            _NAME,
-            {"name": "Data", "type": "integer", "format": "", "priority": 0},
-            {"name": "Age", "type": "string", "format": "", "priority": 0},
-        ],
-        _config_map,
-    ),
+    "Node": (_columns("Status", "Roles", "Age", "Version"), _node),
+    "Pod": (_columns("Ready", "Status", "Restarts", "Age"), _pod),
+    "ConfigMap": (_columns("Data", "Age"), _config_map),
 }
 
 
