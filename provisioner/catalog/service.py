@@ -54,7 +54,7 @@ from provisioner.catalog import metrics, openapi, overview
 from provisioner.catalog.schemas import SHARINGS
 from provisioner.catalog.store import Store, reason_of
 from provisioner.catalog.url import CatalogError, redacted
-from provisioner.catalog.views import _nodes, _sharing, capacity_rows, drift_lines
+from provisioner.catalog.views import capacity_rows, drift_lines, nodes_text, slicing_text
 from provisioner.drivers.registry import DRIVERS
 from provisioner.errors import ProvisionerError
 
@@ -420,8 +420,8 @@ def _page_context(store: Store, wanted: overview.PoolFilter, stale_after: timede
         "rows": [
             {
                 **p,
-                "slicing": _sharing(p) if p["gpu"] else "-",
-                "nodes": _nodes(p),
+                "slicing": slicing_text(p) if p["gpu"] else "-",
+                "nodes": nodes_text(p),
                 "slices_now": overview.slices_now(p) if p["gpu"] else None,
                 "slices_max": overview.slices_max(p) if p["gpu"] else None,
                 "allocated": overview.allocated_slices(p),

@@ -13,7 +13,8 @@ from provisioner.capacity import sharing_text
 from provisioner.catalog.store import DriftFinding
 
 
-def _nodes(pool: dict[str, Any]) -> str:
+def nodes_text(pool: dict[str, Any]) -> str:
+    """A catalog row's nodes as the views show them: `now (min-max)`, or the bounds alone."""
     bounds = (
         str(pool["min_nodes"])
         if pool["min_nodes"] == pool["max_nodes"]
@@ -22,7 +23,8 @@ def _nodes(pool: dict[str, Any]) -> str:
     return bounds if pool["current_nodes"] is None else f"{pool['current_nodes']} ({bounds})"
 
 
-def _sharing(pool: dict[str, Any]) -> str:
+def slicing_text(pool: dict[str, Any]) -> str:
+    """How a catalog row's GPUs are cut and shared, in words: its MIG profile, then its sharing."""
     parts = [pool["mig"] or "", sharing_text(pool["sharing"], pool["replicas"], pool["isolation"])]
     return " + ".join(p for p in parts if p) or "whole GPUs"
 
@@ -52,10 +54,10 @@ def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
             p["instance_type"],
             p["gpu"] or "-",
             str(p["gpus_per_node"]),
-            _sharing(p) if p["gpu"] else "-",
+            slicing_text(p) if p["gpu"] else "-",
             _in_unit(p["slices_per_node"], p["slice_unit"]),
             f"{p['memory_per_slice_gb']:g}" if p["memory_per_slice_gb"] is not None else "-",
-            _nodes(p),
+            nodes_text(p),
         )
         row = _literal(cells)
         if not p["owned"]:
