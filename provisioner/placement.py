@@ -45,7 +45,7 @@ from provisioner.nvidia import marks
 
 # Units a size may carry: SI (a GB is 10^9 bytes, as GPU makers count) and binary (a GiB is 2^30),
 # also in Kubernetes' quantity spelling (G, Gi). Case does not matter.
-_UNITS = {
+MEMORY_UNITS = {
     "b": 1,
     "kb": 10**3,
     "mb": 10**6,
@@ -94,14 +94,14 @@ def parse_size(text: str) -> int:
     number, unit = float(match["number"]), match["unit"]
     if not unit:
         raise BadRequest(f"gpu_memory: {text!r} has no unit; say which, {_SIZE_EXAMPLES}")
-    if unit.lower() not in _UNITS:
+    if unit.lower() not in MEMORY_UNITS:
         raise BadRequest(
             f"gpu_memory: {text!r}: unknown unit {unit!r}; want B, KB, MB, GB, TB (10^3) or KiB, MiB, "
             f"GiB, TiB (2^10), {_SIZE_EXAMPLES}"
         )
     if number <= 0:
         raise BadRequest(f"gpu_memory: {text!r}: a size must be more than zero")
-    return math.ceil(number * _UNITS[unit.lower()])
+    return math.ceil(number * MEMORY_UNITS[unit.lower()])
 
 
 @dataclass(frozen=True)

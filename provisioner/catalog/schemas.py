@@ -56,10 +56,10 @@ def _exact(properties: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def pool() -> dict[str, Any]:
     """A live pool as `catalog ls --json` prints it (store._pool_dict)."""
-    from provisioner.catalog.store import _ALLOCATION, _COLUMN_OF, _LISTED_KEYS
+    from provisioner.catalog.store import ALLOCATION_COLUMNS, COLUMN_OF, LISTED_KEYS
 
     pools, clusters = PoolRow.__table__.columns, ClusterRow.__table__.columns
-    listed = {key: _column(pools[_COLUMN_OF.get(key, key)]) for key in _LISTED_KEYS}
+    listed = {key: _column(pools[COLUMN_OF.get(key, key)]) for key in LISTED_KEYS}
     return _exact(
         {
             "cluster": {"type": "string"},
@@ -70,7 +70,7 @@ def pool() -> dict[str, Any]:
             "deleted_at": {"type": "null"},  # live
             "adopted_at": _column(pools["adopted_at"]),
             "cluster_status": _column(clusters["status"]),
-            **{key: _column(pools[key]) for key in _ALLOCATION},
+            **{key: _column(pools[key]) for key in ALLOCATION_COLUMNS},
         }
     )
 

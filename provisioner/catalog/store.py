@@ -341,7 +341,7 @@ class Store:
         pools, rewritten = [], []
         for c, w in fresh:
             shown = [observed_json(p.state, p.capacity) for p in w.pools]
-            as_held = {pool["pool"]: tuple(pool[key] for key in _LISTED_KEYS) for pool in shown}
+            as_held = {pool["pool"]: tuple(pool[key] for key in LISTED_KEYS) for pool in shown}
             # A name listed twice goes to the upsert, which refuses it as before.
             if w.adopted or len(as_held) != len(shown) or held.get(c, {}) != as_held:
                 pools += [_pool_values(c, pool, w.observed_at, pool["pool"] in w.adopted) for pool in shown]
@@ -613,7 +613,7 @@ class _Statements:
             c.name
             for c in PoolRow.__table__.columns
             if c.name
-            not in ("id", "cluster_id", "name", "first_seen", "deleted_at", "adopted_at", *_ALLOCATION)
+            not in ("id", "cluster_id", "name", "first_seen", "deleted_at", "adopted_at", *ALLOCATION_COLUMNS)
         ]
         # A pool that comes back after being deleted is a new pool: it is first seen again now.
         revived = case((PoolRow.deleted_at.is_not(None), pool.excluded.first_seen), else_=PoolRow.first_seen)
@@ -699,12 +699,18 @@ class _Statements:
 
 
 # Written by the allocation statements, after the listing's upsert (which leaves them as they were).
-_ALLOCATION = ("k8s_nodes", "slices_advertised", "slices_allocated", "allocation_at", "allocation_stale")
+ALLOCATION_COLUMNS = (
+    "k8s_nodes",
+    "slices_advertised",
+    "slices_allocated",
+    "allocation_at",
+    "allocation_stale",
+)
 # Columns a listing's upsert writes by rules of their own (allocation; when a pool was adopted).
-_KEPT = ("adopted_at", *_ALLOCATION)
+_KEPT = ("adopted_at", *ALLOCATION_COLUMNS)
 # The pool table's columns for the keys of a pool's JSON (pooljson.observed_json) it names otherwise.
-_COLUMN_OF = {"pool": "name", "gpu": "gpu_model", "mig": "mig_profile"}
-_KEY_OF = {column: key for key, column in _COLUMN_OF.items()}
+COLUMN_OF = {"pool": "name", "gpu": "gpu_model", "mig": "mig_profile"}
+_KEY_OF = {column: key for key, column in COLUMN_OF.items()}
 # The columns a listing writes, in the table's order (which `catalog ls --json` keeps).
 _LISTED = tuple(
     c.name
@@ -712,7 +718,7 @@ _LISTED = tuple(
     if c.name not in ("id", "cluster_id", "first_seen", "last_seen", "deleted_at", *_KEPT)
 )
 # Their keys in a pool's JSON, in the same order.
-_LISTED_KEYS = tuple(_KEY_OF.get(column, column) for column in _LISTED)
+LISTED_KEYS = tuple(_KEY_OF.get(column, column) for column in _LISTED)
 
 
 def _pool_values(
@@ -721,7 +727,7 @@ def _pool_values(
     """A pool's row, from its observed_json."""
     return {
         "cluster_id": cluster_id,
-        **{column: shown[key] for column, key in zip(_LISTED, _LISTED_KEYS, strict=True)},
+        **{column: shown[key] for column, key in zip(_LISTED, LISTED_KEYS, strict=True)},
         "first_seen": observed_at,
         "last_seen": observed_at,
         "deleted_at": None,
@@ -754,7 +760,7 @@ def _pool_dict(row: Any) -> dict[str, Any]:
     return {
         "cluster": pool["cluster"],
         "cloud": pool["cloud"],
-        **{key: pool[column] for column, key in zip(_LISTED, _LISTED_KEYS, strict=True)},
+        **{key: pool[column] for column, key in zip(_LISTED, LISTED_KEYS, strict=True)},
         "first_seen": _iso(pool["first_seen"]),
         "last_seen": _iso(pool["last_seen"]),
         "deleted_at": _iso(pool["deleted_at"]),
