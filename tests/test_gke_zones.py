@@ -161,3 +161,22 @@ def test_gke_taints_gpu_nodes_only_while_the_cluster_has_a_non_gpu_pool(regional
     assert taints() == {"nvidia.com/gpu"}  # the cluster's default-pool has no GPU
     assert requests.delete(f"{regional.url}/nodePools/default-pool", timeout=10).status_code == 200
     assert taints() == set()
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "per_zone"), [(1, 4, 1), (3, 12, 1), (4, 5, 1), (4, 9, 2), (0, 2, 0)]
+)
+def test_an_autoscaled_pool_starts_at_the_fewest_nodes_per_zone_that_reach_min_within_max(
+    regional: Regional, low: int, high: int, per_zone: int
+):
+    from provisioner.pools import PoolState
+
+    driver = connect("gke", regional.sandbox.directory)
+    state = PoolState("auto2", "g2-standard-8", 1, None, None, False, None, Scaling(low, high, True), (), ())
+    driver.create_pool(regional.ref, state)
+    created = regional.api_pool("auto2")
+    assert created.get("initialNodeCount", 0) == per_zone  # in each of the cluster's three zones
+    assert (
+        created["autoscaling"]["totalMinNodeCount"] if low else 0,
+        created["autoscaling"]["totalMaxNodeCount"],
+    ) == (low, high)

@@ -232,7 +232,8 @@ class GkeDriver:
     def _node_pool(self, desired: PoolState, zones: tuple[str, ...]) -> Any:
         """The NodePool to create in `zones`: the fleet's counts are the whole pool's, GKE's
         initialNodeCount is per zone, so autoscaling goes by total limits and a fixed count is
-        spread evenly (an autoscaled pool starts with the fewest nodes per zone that reach min)."""
+        spread evenly (an autoscaled pool starts with the fewest nodes per zone that reach min,
+        within max; the autoscaler takes it from there)."""
         from google.cloud import container_v1 as gke
 
         config = gke.NodeConfig(
@@ -246,7 +247,10 @@ class GkeDriver:
         if desired.disk_size_gb is not None:
             config.disk_size_gb = desired.disk_size_gb
         scaling = desired.scaling
-        initial = -(-scaling.min // len(zones)) if scaling.autoscaling else _per_zone(scaling.min, zones)
+        if scaling.autoscaling:  # the fewest per zone that reach min, never more than max allows
+            initial = min(-(-scaling.min // len(zones)), scaling.max // len(zones))
+        else:
+            initial = _per_zone(scaling.min, zones)
         pool = gke.NodePool(
             name=desired.name, config=config, initial_node_count=initial, locations=list(desired.zones or ())
         )
