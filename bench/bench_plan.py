@@ -23,7 +23,7 @@ def _pool_reader(sandbox_dir):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import container_v1
 
-    from provisioner.sandbox.endpoints import read_endpoints
+    from provisioner.drivers.registry import read_endpoints
 
     client = container_v1.ClusterManagerClient(
         transport="rest",

@@ -1,10 +1,12 @@
-"""Which class drives each cloud and which emulates it: wiring, kept in code (the hardware data
-holds only facts about the clouds). Classes are named, not imported, so a command imports only
-the SDKs of the clouds it talks to."""
+"""Which class drives each cloud: wiring, kept in code (the hardware data holds only facts about
+the clouds). Classes are named, not imported, so a command imports only the SDKs of the clouds it
+talks to. A sandbox's addresses are read here, where the drivers are made: the emulators
+(provisioner.sandbox) are the sandbox's, and drivers import nothing of them."""
 
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +34,6 @@ SDK_MODULE_PREFIXES = (
     "Tea",
     "kubernetes",
 )
-# cloud -> "module:Class" of its sandbox emulator (provisioner.sandbox.Emulator)
-EMULATORS = {
-    "aks": "provisioner.sandbox.aks:AksEmulator",
-    "gke": "provisioner.sandbox.gke:GkeEmulator",
-    "eks": "provisioner.sandbox.eks:EksEmulator",
-    "ack": "provisioner.sandbox.ack:AckEmulator",
-}
 
 
 def load_class(path: str) -> Any:
@@ -49,11 +44,29 @@ def load_class(path: str) -> Any:
 
 def connect(cloud: str, sandbox: str | Path | None = None) -> Driver:
     """The driver for `cloud`, talking to the real cloud or, given a sandbox directory, its emulator."""
-    from provisioner.sandbox.endpoints import read_endpoints
-
     endpoint = None
     if sandbox is not None:
         endpoint = read_endpoints(sandbox).get(cloud)
         if endpoint is None:
             raise SandboxNotRunning(f"the sandbox at {sandbox} runs no {cloud} emulator; restart it")
     return load_class(DRIVERS[cloud])(endpoint)
+
+
+ENDPOINTS_FILE = "endpoints.json"  # as `sandbox serve --dir DIR` writes it
+
+
+def read_endpoints(directory: str | Path) -> dict[str, str]:
+    """The emulator addresses `provisioner sandbox serve --dir DIR` wrote, by cloud."""
+    path = Path(directory) / ENDPOINTS_FILE
+    try:
+        endpoints = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SandboxNotRunning(
+            f"no sandbox at {directory}: {path} does not exist; start one with "
+            f"`provisioner sandbox serve --dir {directory}`"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise SandboxNotRunning(f"{path} is not a sandbox's endpoints file: {exc}") from None
+    if not isinstance(endpoints, dict):
+        raise SandboxNotRunning(f"{path} is not a sandbox's endpoints file")
+    return endpoints

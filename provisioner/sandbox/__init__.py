@@ -14,17 +14,50 @@ time), so a wrong fact in the tool's hardware data fails a test instead of passi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from provisioner.drivers import ClusterRef
+# cloud -> "module:Class" of its emulator (an Emulator)
+EMULATORS = {
+    "aks": "provisioner.sandbox.aks:AksEmulator",
+    "gke": "provisioner.sandbox.gke:GkeEmulator",
+    "eks": "provisioner.sandbox.eks:EksEmulator",
+    "ack": "provisioner.sandbox.ack:AckEmulator",
+}
+
+
+class ClusterAddress(Protocol):
+    """Where a cluster to seed lives, in its cloud's resource path: the two levels above it
+    (AKS subscription and resource group, GKE project and location, EKS account and region, ACK
+    account and region) and its name; `extras` what its cloud needs beyond them. The sandbox's
+    own shape, so that it imports nothing of the tool, not even its types."""
+
+    @property
+    def account(self) -> str: ...
+    @property
+    def location(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def extras(self) -> Mapping[str, Any]: ...
+
+
+class SeededCluster(Protocol):
+    """A cluster to seed: its cloud, its name (the kubeconfig context's) and its address."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cloud(self) -> str: ...
+    @property
+    def ref(self) -> ClusterAddress: ...
 
 
 class Emulator(Protocol):
-    """One cloud's emulator, as `sandbox serve` runs it (the classes are in drivers.registry)."""
+    """One cloud's emulator, as `sandbox serve` runs it."""
 
     app: Any  # the WSGI application serving the cloud's API
 
-    def add_cluster(self, cluster: ClusterRef, url: str) -> None:
+    def add_cluster(self, cluster: ClusterAddress, url: str) -> None:
         """Create `cluster` with the system pool every real cluster has, which the tool does not own."""
         ...

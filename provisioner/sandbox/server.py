@@ -3,14 +3,13 @@ and a Kubernetes API per seeded cluster (on one more port), its contexts in DIR/
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provisioner.drivers import Target
-from provisioner.drivers.registry import EMULATORS, load_class
-from provisioner.sandbox import Emulator
+from provisioner.sandbox import EMULATORS, Emulator, SeededCluster
 from provisioner.sandbox.endpoints import remove_endpoints, write_endpoints
 from provisioner.sandbox.engine import Engine
 from provisioner.sandbox.kube import KUBECONFIG_FILE, KubeEmulator
@@ -46,13 +45,13 @@ class Sandbox:
     def endpoints(self) -> dict[str, str]:
         return {cloud: server.url for cloud, server in self.servers.items()}
 
-    def start(self, clusters: Sequence[Target] = ()) -> Sandbox:
+    def start(self, clusters: Sequence[SeededCluster] = ()) -> Sandbox:
         """Serve every emulator; create `clusters`, each with a system pool the tool does not own,
         and serve each one's Kubernetes API under its fleet name, written to DIR/kubeconfig."""
         for cloud, emulator_class in EMULATORS.items():
             # Faults start after seeding, so the seed itself never fails.
             engine = Engine(op_seconds=0.0, seed=self.settings.seed)
-            emulator = load_class(emulator_class)(engine, self.settings.latency_ms / 1000)
+            emulator = _load(emulator_class)(engine, self.settings.latency_ms / 1000)
             self.engines[cloud], self.emulators[cloud] = engine, emulator
             self.servers[cloud] = serve_in_thread(emulator.app)
         # Injected faults are the clouds' (429/503, as their APIs throttle); the Kubernetes API draws none.
@@ -79,3 +78,9 @@ class Sandbox:
         for thread in stopping:
             thread.join()
         self.servers.clear()
+
+
+def _load(path: str) -> type[Emulator]:
+    """The class a "module:Class" entry names, imported now."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)

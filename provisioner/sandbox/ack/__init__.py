@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from provisioner.sandbox.engine import Engine
 
 if TYPE_CHECKING:
-    from provisioner.drivers import ClusterRef
+    from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.ack.models import AckBackend, AckBackends
 
 
@@ -24,7 +24,7 @@ class AckEmulator:
     def backend(self, account: str, region: str) -> AckBackend:
         return self.backends[(account, region)]
 
-    def add_cluster(self, cluster: ClusterRef, url: str) -> None:
+    def add_cluster(self, cluster: ClusterAddress, url: str) -> None:
         """The cluster (location = region, name = cluster ID) with its unowned default node pool."""
         backend = self.backend(cluster.account, cluster.location)
         backend.add_cluster(cluster.name)

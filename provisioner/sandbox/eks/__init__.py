@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from provisioner.sandbox.engine import BackendDict, Engine
 
 if TYPE_CHECKING:
-    from provisioner.drivers import ClusterRef
+    from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.eks.models import EksBackend
 
 
@@ -30,7 +30,7 @@ class EksEmulator:
 
         return self.backends[DEFAULT_ACCOUNT_ID][region].nodegroups(cluster)
 
-    def add_cluster(self, cluster: ClusterRef, url: str) -> None:
+    def add_cluster(self, cluster: ClusterAddress, url: str) -> None:
         """Create the cluster and its system node group through the API, as a user would."""
         import boto3
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from provisioner.sandbox.engine import BackendDict, Engine
 
 if TYPE_CHECKING:
-    from provisioner.drivers import ClusterRef
+    from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.gke.models import GkeBackend
 
 
@@ -26,7 +26,7 @@ class GkeEmulator:
     def backend(self, project: str, location: str) -> GkeBackend:
         return self.backends[project][location]
 
-    def add_cluster(self, cluster: ClusterRef, url: str) -> None:
+    def add_cluster(self, cluster: ClusterAddress, url: str) -> None:
         backend = self.backend(cluster.account, cluster.location)
         backend.add_cluster(cluster.name)
         backend.seed_system_pool(cluster.name)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from provisioner.sandbox.engine import Engine
 
 if TYPE_CHECKING:
-    from provisioner.drivers import Target
+    from provisioner.sandbox import SeededCluster
     from provisioner.sandbox.kube.models import KubeCluster, KubeClusters
 
 KUBECONFIG_FILE = "kubeconfig"
@@ -30,7 +30,7 @@ class KubeEmulator:
         self.clusters: KubeClusters = KubeClusters()
         self.app: Any = responses.app(engine, self.clusters, latency)
 
-    def add_cluster(self, target: Target, cloud_emulator: Any) -> KubeCluster:
+    def add_cluster(self, target: SeededCluster, cloud_emulator: Any) -> KubeCluster:
         """Serve `target`'s API, its nodes read from `cloud_emulator` (the cluster's cloud's)."""
         return self.clusters.add(target, cloud_emulator)
 

@@ -18,7 +18,7 @@ from provisioner.sandbox.kube import rules
 from provisioner.sandbox.kube.rules import Advertised, Hardware
 
 if TYPE_CHECKING:
-    from provisioner.drivers import ClusterRef
+    from provisioner.sandbox import ClusterAddress
 
 # Taint effects as Kubernetes spells those GKE and EKS send as constants.
 K8S_EFFECTS = {
@@ -201,7 +201,7 @@ class AksPools:
     stores them, as AKS does). The GPU Operator runs without its MIG manager: AKS partitions from
     gpuInstanceProfile."""
 
-    def __init__(self, emulator: Any, ref: ClusterRef):
+    def __init__(self, emulator: Any, ref: ClusterAddress):
         self.backend, self.cluster = emulator.backend(ref.account, ref.location), ref.name
         self.scale_set = _hash(self.backend.cluster_key(ref.name), 8)
         self.region = ""  # the ref names the resource group, not the Azure region
@@ -255,7 +255,7 @@ class GkePools:
     GPUs in Standard node pools": "GKE automatically applies this taint ... if the cluster
     also has non-GPU node pools"; a sandbox cluster has its default-pool unless deleted)."""
 
-    def __init__(self, emulator: Any, ref: ClusterRef):
+    def __init__(self, emulator: Any, ref: ClusterAddress):
         self.backend, self.cluster, self.location = (
             emulator.backend(ref.account, ref.location),
             ref.name,
@@ -331,7 +331,7 @@ class EksPools:
     and eks.amazonaws.com/capacityType (EKS "Managed node groups": the labels EKS adds). The GPU
     Operator's MIG manager partitions from the nvidia.com/mig.config node label."""
 
-    def __init__(self, emulator: Any, ref: ClusterRef):
+    def __init__(self, emulator: Any, ref: ClusterAddress):
         self.emulator, self.region, self.cluster = emulator, ref.location, ref.name
 
     def pools(self, slot: Callable[[str], int]) -> list[Pool]:
@@ -368,7 +368,7 @@ class AckPools:
     alibabacloud.com/nodepool-id (the seed document's Job examples select pools by it). ACK's
     shared-GPU stack reads the node's ack.node.gpu.schedule label."""
 
-    def __init__(self, emulator: Any, ref: ClusterRef):
+    def __init__(self, emulator: Any, ref: ClusterAddress):
         self.backend, self.cluster, self.region = (
             emulator.backend(ref.account, ref.location),
             ref.name,
@@ -400,7 +400,7 @@ class AckPools:
 
 
 # cloud -> the adapter reading its emulator
-ADAPTERS: dict[str, Callable[[Any, ClusterRef], Any]] = {
+ADAPTERS: dict[str, Callable[[Any, ClusterAddress], Any]] = {
     "aks": AksPools,
     "gke": GkePools,
     "eks": EksPools,

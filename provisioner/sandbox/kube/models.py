@@ -26,7 +26,7 @@ from provisioner.sandbox.kube.exceptions import AlreadyExists, BadRequest, Confl
 from provisioner.sandbox.kube.selectors import field_selector, label_selector
 
 if TYPE_CHECKING:
-    from provisioner.drivers import Target
+    from provisioner.sandbox import SeededCluster
 
 # kubelet's default --max-pods (kubelet configuration reference, maxPods: 110).
 MAX_PODS = 110
@@ -169,7 +169,7 @@ def _meta_fields(obj: dict[str, Any]) -> dict[str, str]:
 class KubeCluster:
     """One fleet cluster's Kubernetes API: nodes from its cloud's pools, stored pods and ConfigMaps."""
 
-    def __init__(self, target: Target, emulator: Any):
+    def __init__(self, target: SeededCluster, emulator: Any):
         self.name = target.name
         self.ref = target.ref
         self.source = ADAPTERS[target.ref.cloud](emulator, target.ref)
@@ -695,7 +695,7 @@ class KubeClusters:
     def __init__(self) -> None:
         self.clusters: dict[str, KubeCluster] = {}
 
-    def add(self, target: Target, emulator: Any) -> KubeCluster:
+    def add(self, target: SeededCluster, emulator: Any) -> KubeCluster:
         return self.clusters.setdefault(target.name, KubeCluster(target, emulator))
 
     def __getitem__(self, name: str) -> KubeCluster:
