@@ -55,7 +55,7 @@ def main(ctx: click.Context, sandbox: Path | None) -> None:
     ctx.obj = sandbox
 
 
-# Registered in the order cli.py defined them before the split (help lists them sorted anyway).
+# Help lists the commands sorted by name, whatever the order here.
 for _command in (
     validate.validate,
     validate.render,
