@@ -1,1 +1,1 @@
-"""Command-line commands kept out of cli.py, each module registering its commands on `main`."""
+"""The commands, one module per command group; cli.py registers them on `main`."""

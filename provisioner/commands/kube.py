@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from provisioner.commands.common import out, sandbox_option
 
 if TYPE_CHECKING:
     from provisioner.kube.contexts import Kube, KubeAccess
@@ -24,28 +25,7 @@ if TYPE_CHECKING:
     from provisioner.kube.verify import PoolVerdict
     from provisioner.observe import Drivers
 
-# As cli.py's: no emoji codes read in values, and piped output gets room for whole node names.
-out = Console(highlight=False, soft_wrap=True, emoji=False, width=None if sys.stdout.isatty() else 132)
-
 _STATUS_STYLE = {"ok": "green", "no nodes yet": "dim", "degraded": "red", "unreachable": "red"}
-
-
-def _use_sandbox(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
-    if value is not None:  # given after the command name: it wins over the one before it
-        ctx.obj = value
-
-
-def sandbox_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`--sandbox DIR` after the command name too (`plan fleet.yaml --sandbox DIR`), for every
-    command that reaches a cloud; the group's option, before the name, reads PROVISIONER_SANDBOX."""
-    return click.option(
-        "--sandbox",
-        metavar="DIR",
-        type=click.Path(file_okay=False, path_type=Path),
-        expose_value=False,
-        callback=_use_sandbox,
-        help="As `provisioner --sandbox DIR` [env PROVISIONER_SANDBOX].",
-    )(command)
 
 
 def kubeconfig_option(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,0 +1,161 @@
+"""`place`: the pool a fractional-GPU request lands on, and what its pod needs there."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from provisioner.commands.common import catalog_option, os_error, plural, sandbox_option, store_for
+from provisioner.drivers.registry import DRIVERS  # names only: no SDK behind this import
+
+
+@click.command()
+@click.option("--mig", metavar="PROFILE", help="A MIG slice of exactly this profile, e.g. 1g.10gb.")
+@click.option("--gpu-memory", metavar="SIZE", help="At least this much GPU memory: 4GB, 4000MB, 4GiB.")
+@click.option("--gpus", type=int, metavar="N", help="N whole GPUs.")
+@click.option(
+    "--isolation",
+    metavar="LEVEL",
+    help="The weakest isolation acceptable: none < memory < compute < hardware "
+    "[default: hardware with --mig, else none].",
+)
+@click.option("--gpu", "gpu_model", metavar="MODEL", help="Only this GPU model (A100, A100-80GB, T4...).")
+@click.option("--cloud", type=click.Choice(list(DRIVERS)), help="Only this cloud.")
+@click.option("--cluster", "cluster_name", metavar="NAME", help="Only this cluster.")
+@click.option("--pool", "pool_name", metavar="NAME", help="Only this pool.")
+@catalog_option
+@click.option("--json", "as_json", is_flag=True, help="Print the placement as JSON.")
+@click.option(
+    "--manifest",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Print this Kubernetes YAML (Pod, Deployment, StatefulSet, Job, CronJob; - for stdin) "
+    "with the fragment merged into every pod template.",
+)
+@click.option("--container", metavar="NAME", help="With --manifest: the container that gets the GPU limit.")
+@click.option(
+    "--allow-device-bypass",
+    is_flag=True,
+    help="With --manifest: merge even where a container sets NVIDIA_VISIBLE_DEVICES or runs privileged "
+    "(it reaches GPUs the scheduler does not count); each is named in a warning.",
+)
+@sandbox_option
+@click.pass_obj
+def place(
+    sandbox: Path | None,
+    *,
+    mig: str | None,
+    gpu_memory: str | None,
+    gpus: int | None,
+    isolation: str | None,
+    gpu_model: str | None,
+    cloud: str | None,
+    cluster_name: str | None,
+    pool_name: str | None,
+    catalog_url: str | None,
+    as_json: bool,
+    manifest: str | None,
+    container: str | None,
+    allow_device_bypass: bool,
+) -> None:
+    """Pick the pool a fractional-GPU request lands on, from the catalog, and print what the pod
+    needs there (resource limit, node selector, tolerations), or the manifest with it merged."""
+    from provisioner.errors import BadRequest
+    from provisioner.placement import Request
+    from provisioner.placement import place as choose
+
+    request = Request(
+        mig=mig,
+        gpu_memory=gpu_memory,
+        gpus=gpus,
+        isolation=isolation,
+        gpu=gpu_model,
+        cloud=cloud,
+        cluster=cluster_name,
+        pool=pool_name,
+    )
+    if as_json and manifest:
+        raise BadRequest("--json prints the placement, --manifest the manifest: give one of them")
+    if container and not manifest:
+        raise BadRequest("--container names a container of the --manifest FILE; give --manifest too")
+    if allow_device_bypass and not manifest:
+        raise BadRequest(
+            "--allow-device-bypass is about the --manifest FILE's containers; give --manifest too"
+        )
+    source = "<stdin>" if manifest == "-" else str(manifest)
+    text = _read_manifest(manifest, source) if manifest else None
+    if text is not None:
+        from provisioner.podspec import at_most, check
+
+        # Said before any pool is chosen: a file that is no manifest, or one that bypasses the GPU count.
+        allowed = check(text, source, container=container, allow_device_bypass=allow_device_bypass)
+        for finding in at_most(allowed):
+            click.echo(f"warning: {finding} (let through by --allow-device-bypass)", err=True)
+    chosen = choose(store_for(sandbox, catalog_url, create=False), request)
+    for warning in chosen.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        click.echo(json.dumps(chosen.json(), indent=2))
+        return
+    summary = _placement_lines(chosen)
+    if text is not None:
+        from provisioner.podspec import merge
+
+        merged = merge(
+            text, chosen, source=source, container=container, allow_device_bypass=allow_device_bypass
+        )
+        for line in summary:  # stderr: stdout is the manifest, for `| kubectl apply -f -`
+            click.echo(f"# {line}", err=True)
+        click.echo(merged, nl=False)
+        return
+    for line in summary:
+        click.echo(line)
+    click.echo("# resources go on the container; the rest on the pod spec")
+    click.echo(_yaml(chosen.fragment()), nl=False)
+
+
+def _read_manifest(manifest: str, source: str) -> str:
+    from provisioner.podspec import MAX_MANIFEST_BYTES, decode
+
+    try:  # bounded: a pipe or /dev/zero reads like a file, or fails cleanly
+        if manifest == "-":
+            data = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
+        else:
+            with Path(manifest).open("rb") as stream:
+                data = stream.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as exc:
+        os_error("reading the manifest", exc)
+    return decode(data, source)
+
+
+def _placement_lines(chosen) -> list[str]:
+    nodes = f"{plural(chosen.max_nodes, 'node')}"
+    fits = (
+        f"{plural(chosen.others, 'other pool')} also fit{'s' if chosen.others == 1 else ''}"
+        if chosen.others
+        else "the only pool that fits"
+    )
+    # A memory scheduler's slice is what the pod asks for, not the pool's unit (one GiB).
+    amount = next(iter(chosen.limits.values()))
+    gets = f"; this pod gets {amount} GiB ({chosen.slice_memory_gb} GB)" if chosen.slice_unit == "GiB" else ""
+    return [
+        f"Placed on cluster {chosen.cluster} ({chosen.cloud}), pool {chosen.pool}.",
+        f"Why: the smallest slice that fits: {chosen.why}{gets}; {chosen.capacity_at_max} such pods at its "
+        f"maximum size ({nodes}); {fits}.",
+    ]
+
+
+def _yaml(document) -> str:
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False  # keep the fragment's order
+    buffer = io.StringIO()
+    yaml.dump(document, buffer)
+    return buffer.getvalue()
