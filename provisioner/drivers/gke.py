@@ -105,7 +105,6 @@ class GkeDriver:
                 self._client.update_node_pool, request=gke.UpdateNodePoolRequest(name=name, **update)
             )
             self._wait(cluster, operation, f"updating node pool {desired.name}")
-        zones = desired.zones or current.zones or self._cluster_zones(cluster)
         if "scaling" in changed or ("zones" in changed and not desired.scaling.autoscaling):
             scaling = desired.scaling
             if scaling.autoscaling:
@@ -116,6 +115,7 @@ class GkeDriver:
                     off = gke.SetNodePoolAutoscalingRequest(name=name, autoscaling=gke.NodePoolAutoscaling())
                     operation = self._call(self._client.set_node_pool_autoscaling, request=off)
                     self._wait(cluster, operation, f"turning off autoscaling of {desired.name}")
+                zones = desired.zones or current.zones or self._cluster_zones(cluster)
                 size = gke.SetNodePoolSizeRequest(name=name, node_count=_per_zone(scaling.min, zones))
                 operation = self._call(self._client.set_node_pool_size, request=size)
             self._wait(cluster, operation, f"scaling node pool {desired.name}")
@@ -302,12 +302,17 @@ def _per_zone(count: int, zones: tuple[str, ...]) -> int:
     return spread
 
 
-def _total(autoscaling_min: int, autoscaling_max: int, total_min: int, total_max: int, zones: int) -> Scaling:
-    """The whole pool's autoscaling bounds, whichever limits the pool was given: total limits as
-    they are, per-zone limits times its zones (a pool made with gcloud's --min-nodes)."""
+def _scaling(enabled: bool, limits: tuple[int, int, int, int], initial: int, zones: int) -> Scaling:
+    """The whole pool's scaling from a NodePool's fields: total limits as they are, per-zone limits
+    (a pool made with gcloud's --min-nodes) and a fixed size times its zones. `limits` is
+    (minNodeCount, maxNodeCount, totalMinNodeCount, totalMaxNodeCount)."""
+    zones = max(zones, 1)
+    if not enabled:
+        return Scaling.fixed(initial * zones)
+    per_zone_min, per_zone_max, total_min, total_max = limits
     if total_min or total_max:
         return Scaling(total_min, total_max, autoscaling=True)
-    return Scaling(autoscaling_min * zones, autoscaling_max * zones, autoscaling=True)
+    return Scaling(per_zone_min * zones, per_zone_max * zones, autoscaling=True)
 
 
 def _path(cluster: ClusterRef) -> str:
@@ -336,17 +341,13 @@ def _observed(pool: Any) -> PoolState:
         sharing = NativeSharing(strategy, shared.max_shared_clients_per_gpu)
     autoscaling = message.autoscaling
     zones = tuple(message.locations)
-    scaling = (
-        _total(
-            autoscaling.min_node_count,
-            autoscaling.max_node_count,
-            autoscaling.total_min_node_count,
-            autoscaling.total_max_node_count,
-            max(len(zones), 1),
-        )
-        if autoscaling.enabled
-        else Scaling.fixed(message.initial_node_count * max(len(zones), 1))
+    limits = (
+        autoscaling.min_node_count,
+        autoscaling.max_node_count,
+        autoscaling.total_min_node_count,
+        autoscaling.total_max_node_count,
     )
+    scaling = _scaling(autoscaling.enabled, limits, message.initial_node_count, len(zones))
     effects = gke.NodeTaint.Effect
     return PoolState(
         name=message.name,
@@ -407,13 +408,9 @@ def _observed_json(pool: dict[str, Any]) -> PoolState:
         )
     autoscaling = pool.get("autoscaling", {})
     zones = tuple(pool.get("locations", ()))
-    scaling = (
-        _total(
-            *(int(autoscaling.get(f, 0)) for f in _AUTOSCALING_FIELDS),
-            max(len(zones), 1),
-        )
-        if autoscaling.get("enabled", False)
-        else Scaling.fixed(int(pool.get("initialNodeCount", 0)) * max(len(zones), 1))
+    limits = tuple(int(autoscaling.get(f, 0)) for f in _AUTOSCALING_FIELDS)
+    scaling = _scaling(
+        autoscaling.get("enabled", False), limits, int(pool.get("initialNodeCount", 0)), len(zones)
     )
     return PoolState(
         name=pool.get("name", ""),

@@ -256,11 +256,7 @@ class GkePools:
     also has non-GPU node pools"; a sandbox cluster has its default-pool unless deleted)."""
 
     def __init__(self, emulator: Any, ref: ClusterAddress):
-        self.backend, self.cluster, self.location = (
-            emulator.backend(ref.account, ref.location),
-            ref.name,
-            ref.location,
-        )
+        self.backend, self.cluster = emulator.backend(ref.account, ref.location), ref.name
         self.region = self.backend.region
 
     def pools(self, slot: Callable[[str], int]) -> list[Pool]:
