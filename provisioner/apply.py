@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from provisioner.actions import Action
-from provisioner.drivers import OPERATION_TIMEOUT, ClusterRef, Driver, wait_until
+from provisioner.clusters import ClusterRef
+from provisioner.drivers import OPERATION_TIMEOUT, Driver, wait_until
 from provisioner.errors import CloudError, NotFound, OperationFailed, ProvisionerError, StalePlan, Unreachable
 from provisioner.kube.configmap import NO_KUBE_HINT, ConfigMapPlan, install
 from provisioner.kube.contexts import KubeAccess

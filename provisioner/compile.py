@@ -15,15 +15,14 @@ from pathlib import Path
 
 from provisioner import hardware
 from provisioner.capacity import GIB_IN_GB, SHARING_ISOLATION, memory_per_slice_gb, slices_per_gpu
-from provisioner.drivers import Target
-from provisioner.errors import FleetError
+from provisioner.clusters import Target
+from provisioner.errors import Diagnostic, FleetError
 from provisioner.fleet import Cluster, Fleet, Pool, SalvagedFleet, Sharing, parse
 from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
 from provisioner.heap import heap_frozen
 from provisioner.nvidia import DevicePluginConfig, marks
 from provisioner.pools import NativeSharing, PoolState, Scaling, Taint
 from provisioner.rules import PoolProblems, check_pool
-from provisioner.source import Diagnostic
 
 
 @dataclass(frozen=True)

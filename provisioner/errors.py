@@ -21,10 +21,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from provisioner.source import Diagnostic
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    """One problem in a fleet file: where it is (file, line, field path) and what is wrong."""
+
+    file: str
+    line: int | None
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
 class ProvisionerError(Exception):

@@ -29,10 +29,10 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from provisioner.drivers import ClusterRef
-from provisioner.errors import FleetError
+from provisioner.clusters import ClusterRef
+from provisioner.errors import Diagnostic, FleetError
 from provisioner.pools import TAINT_EFFECTS, Scaling, Taint
-from provisioner.source import Diagnostic, Loc, SourceDocument, cut, shown
+from provisioner.source import Loc, SourceDocument, cut, shown
 
 Sharing = Literal["exclusive", "time-slicing", "mps", "memory"]
 # What memory-based sharing enforces between the pods on one GPU (ACK: share, cgpu, core_mem).

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from provisioner import hardware
 from provisioner.capacity import capacity
 from provisioner.compile import CompiledCluster, CompiledPool, compile_file, compile_pool, desired_state
-from provisioner.errors import FleetError
+from provisioner.errors import Diagnostic, FleetError
 from provisioner.fleet import Pool
 from provisioner.hardware import CloudProfile, Gpu
 from provisioner.nvidia import (
@@ -40,7 +40,6 @@ from provisioner.observe import Observation
 from provisioner.pooljson import value_json
 from provisioner.pools import GPU_TAINT, PoolState
 from provisioner.rules import PoolProblems
-from provisioner.source import Diagnostic
 
 
 class Inexpressible(Exception):

@@ -11,14 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from provisioner.drivers import (
-    OPERATION_TIMEOUT,
-    Driver,
-    Target,
-    raise_open_file_limit,
-    requests_at_once,
-    wait_until,
-)
+from provisioner.clusters import Target
+from provisioner.drivers import OPERATION_TIMEOUT, Driver, raise_open_file_limit, requests_at_once, wait_until
 from provisioner.drivers.registry import connect
 from provisioner.errors import CloudError, OperationTimeout
 from provisioner.heap import heap_frozen

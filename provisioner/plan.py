@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from provisioner.actions import ACTIONS, ADOPT, CREATE, DELETE, REPLACE, UPDATE, Action
+from provisioner.clusters import Target
 from provisioner.compile import CompiledCluster, desired_state
-from provisioner.drivers import Target
 from provisioner.observe import Observation
 from provisioner.pooljson import state_json, value_json
 from provisioner.pools import POOL_FIELDS, PoolState

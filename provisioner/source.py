@@ -33,7 +33,7 @@ from ruamel.yaml.events import (
     SequenceStartEvent,
 )
 
-from provisioner.errors import FleetError
+from provisioner.errors import Diagnostic, FleetError
 
 Loc = tuple[str | int, ...]
 
@@ -89,18 +89,6 @@ def read_text(path: str | Path) -> str:
         line = data[: exc.start].count(b"\n") + 1
         message = f"is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8"
         raise FleetError([Diagnostic(file, line, "", message)]) from exc
-
-
-@dataclass(frozen=True, order=True)
-class Diagnostic:
-    file: str
-    line: int | None
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
 class SourceDocument:

@@ -52,3 +52,47 @@ def test_drivers_import_nothing_of_the_sandbox():
         if module.startswith("provisioner.sandbox")
     ]
     assert taken == []
+
+
+def _module_of(path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_import_cycle():
+    """Every import among the tool's modules, late and type-checking ones included, runs one way."""
+    paths = {_module_of(path): path for path in (ROOT / "provisioner").rglob("*.py")}
+    graph = {}
+    for module, path in paths.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "") in paths:
+                named = {f"{node.module}.{alias.name}" for alias in node.names}
+                targets |= (named & paths.keys()) or {node.module}
+            elif isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names if alias.name in paths}
+        graph[module] = targets - {module}
+    cycles = []
+    for start in sorted(graph):
+        seen, stack = set(), [(start, (start,))]
+        while stack:
+            module, trail = stack.pop()
+            for target in graph[module]:
+                if target == start:
+                    cycles.append(" -> ".join((*trail, start)))
+                elif target not in seen and target > start:  # each cycle once, from its least module
+                    seen.add(target)
+                    stack.append((target, (*trail, target)))
+    assert cycles == []
+
+
+def test_the_shapes_everyone_shares_import_no_driver():
+    """ClusterRef, Target and PoolState are made by the fleet, the compiler, plan and sync alike."""
+    neutral = ["clusters.py", "pools.py", "errors.py", "sdks.py"]
+    taken = [
+        f"{name}: {module}"
+        for name in neutral
+        for module in _imports(ROOT / "provisioner" / name)
+        if module.startswith(("provisioner.drivers", "provisioner.sandbox"))
+    ]
+    assert taken == []

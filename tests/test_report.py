@@ -60,7 +60,7 @@ def test_a_progress_line_says_what_is_retried_and_why():
 
 def test_the_plan_text_shows_exactly_what_plan_json_holds():
     from provisioner.actions import DELETE, REPLACE
-    from provisioner.drivers import ClusterRef, Target
+    from provisioner.clusters import ClusterRef, Target
     from provisioner.plan import Change, ClusterPlan, Conflict, FieldChange, Plan
 
     target = Target("gcp", ClusterRef("gke", "proj", "us-central1", "ml"))

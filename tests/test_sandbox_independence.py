@@ -68,7 +68,7 @@ from provisioner import hardware
 import provisioner.fleet
 from provisioner.sandbox.engine import Engine
 if TYPE_CHECKING:
-    from provisioner.drivers import ClusterRef
+    from provisioner.clusters import ClusterRef
 else:
     from provisioner.pools import PoolState
 def later():

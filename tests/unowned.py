@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from provisioner.drivers import ClusterRef
+from provisioner.clusters import ClusterRef
 from provisioner.drivers.registry import connect
 from provisioner.pools import OWNER_LABEL_KEY, PoolState
 from provisioner.sandbox.server import Sandbox

@@ -25,8 +25,8 @@ from provisioner.catalog.store import (
     now,
     reason_of,
 )
+from provisioner.clusters import ClusterRef, Target
 from provisioner.compile import CompiledCluster
-from provisioner.drivers import ClusterRef, Target
 from provisioner.errors import CloudError, KubeUnreachable
 from provisioner.observe import Drivers, Observation, observe
 from provisioner.plan import cluster_changes

@@ -22,7 +22,7 @@ from provisioner.commands.common import drivers_for, os_error, out, plural, sand
 def pools(sandbox: Path | None, fleet: str, cluster_name: str | None, as_json: bool) -> None:
     """List every pool the fleet's clusters hold now, the ones provisioner does not own included."""
     from provisioner import report
-    from provisioner.drivers import Target
+    from provisioner.clusters import Target
     from provisioner.fleet import load
     from provisioner.observe import observe
 

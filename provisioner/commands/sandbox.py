@@ -41,7 +41,7 @@ def serve(
     import signal
     import threading
 
-    from provisioner.drivers import Target
+    from provisioner.clusters import Target
     from provisioner.fleet import load
     from provisioner.sandbox.server import Sandbox, SandboxSettings
     from provisioner.sandbox.serving import serve_alone

@@ -2,69 +2,29 @@
 
 Each driver module imports its SDK inside itself, turns the SDK's errors into the CloudErrors of
 provisioner.errors (through `errors.cloud_error` and its own ErrorCodes), and returns
-PoolStates; nothing of the SDK leaves the module. Drivers are told which cluster by a ClusterRef,
-their own small type, never by the fleet file's models.
+PoolStates; nothing of the SDK leaves the module. Drivers are told which cluster by a ClusterRef
+(provisioner.clusters), never by the fleet file's models.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from provisioner import hardware
+from provisioner.clusters import ClusterRef
 from provisioner.errors import OperationTimeout, Throttled, Unavailable
 from provisioner.hardware import PollSchedule
 from provisioner.pools import PoolState
 from provisioner.retry import Outage, patience
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ClusterRef:
-    """Which cluster a driver acts on: the cloud, where the cluster lives and its name there.
-
-    account and location are the two levels above the cluster in the cloud's own resource path
-    (AKS subscription and resource group, GKE project and location, EKS account and region);
-    `extras` holds what a cloud needs beyond them (EKS: the node role and subnets new node
-    groups get).
-    """
-
-    cloud: str
-    account: str
-    location: str
-    name: str
-    extras: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
-
-    @property
-    def key(self) -> tuple[str, str, str, str]:
-        """The cluster's identity: two refs with the same key are the same cluster."""
-        return (self.cloud, self.account, self.location, self.name)
-
-    @property
-    def path(self) -> str:
-        """`cloud/account/location/cluster`: how a cluster found by discovery is named."""
-        return "/".join(self.key)
-
-
-@dataclass(frozen=True)
-class Target:
-    """A cluster as the layers above drivers name it: the fleet's name for it (or, for a cluster
-    found by discovery, its path) and the reference its driver takes."""
-
-    name: str
-    ref: ClusterRef
-
-    @property
-    def cloud(self) -> str:
-        return self.ref.cloud
 
 
 # The taint effects as EKS and GKE spell them.
@@ -261,14 +221,3 @@ def wait_until(
         if deadline - clock() <= 0:
             raise OperationTimeout(f"{what} did not finish within {timeout:g} s")
         wait = interval
-
-
-_IMPORT_LOCK = threading.Lock()
-
-
-def import_sdk(*modules: str) -> None:
-    """Import a driver's SDK modules now, from one thread: SDKs import more on first use, and first
-    imports racing in worker threads can deadlock (importlib's _DeadlockError)."""
-    with _IMPORT_LOCK:
-        for module in modules:
-            importlib.import_module(module)

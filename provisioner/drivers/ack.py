@@ -19,11 +19,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from provisioner import hardware
+from provisioner.clusters import ClusterRef
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
-    ClusterRef,
     OperationTimes,
-    import_sdk,
     requests_at_once,
     seconds_between,
     wait_until,
@@ -49,6 +48,7 @@ from provisioner.pools import (
     Scaling,
     Taint,
 )
+from provisioner.sdks import import_sdk
 
 # The pool labels the tool writes on ACK Edge pools to name the GPUs of machines it never sees.
 EDGE_GPU_MODEL_LABEL = "gpu.provisioner.io/model"

@@ -11,12 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from provisioner import hardware
+from provisioner.clusters import ClusterRef
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
-    ClusterRef,
     OperationTimes,
     Pending,
-    import_sdk,
     requests_at_once,
     seconds_between,
     size_connection_pool,
@@ -33,6 +32,7 @@ from provisioner.errors import (
     retry_after_seconds,
 )
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
+from provisioner.sdks import import_sdk
 
 _TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>\w+)$")
 _STATUS: dict[str, PoolStatus] = {"Succeeded": "ready", "Failed": "failed", "Canceled": "failed"}

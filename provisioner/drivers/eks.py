@@ -9,12 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from provisioner import hardware
+from provisioner.clusters import ClusterRef
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
     TAINT_EFFECT_CONSTANTS,
     TAINT_EFFECTS_BY_CONSTANT,
-    ClusterRef,
-    import_sdk,
     requests_at_once,
     wait_until,
 )
@@ -32,6 +31,7 @@ from provisioner.errors import (
 )
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
 from provisioner.retry import RetryPolicy
+from provisioner.sdks import import_sdk
 
 # The NVIDIA AL2023 image: driver and container toolkit included; AL2 GPU images end with 1.32 (FACTS.md).
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"

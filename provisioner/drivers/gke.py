@@ -8,13 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from provisioner import hardware
+from provisioner.clusters import ClusterRef
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
     TAINT_EFFECT_CONSTANTS,
     TAINT_EFFECTS_BY_CONSTANT,
-    ClusterRef,
     OperationTimes,
-    import_sdk,
     requests_at_once,
     seconds_between,
     size_connection_pool,
@@ -40,6 +39,7 @@ from provisioner.pools import (
     Scaling,
     Taint,
 )
+from provisioner.sdks import import_sdk
 
 # Node labels GKE sets itself (FACTS.md): never the user's, never drift.
 GKE_LABEL_PREFIX = "cloud.google.com/gke-"

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provisioner import hardware
-from provisioner.drivers import import_sdk
 from provisioner.errors import KubeUnreachable
 from provisioner.heap import heap_frozen
+from provisioner.sdks import import_sdk
 from provisioner.spread import spread
 
 if TYPE_CHECKING:

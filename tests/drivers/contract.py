@@ -10,8 +10,9 @@ from typing import ClassVar
 
 import pytest
 
+from provisioner.clusters import ClusterRef
 from provisioner.compile import CompiledFleet, desired_state
-from provisioner.drivers import ClusterRef, Driver
+from provisioner.drivers import Driver
 from provisioner.drivers.registry import connect
 from provisioner.errors import Busy, CloudError, InvalidRequest, NotFound, NotOwned, Throttled, Unavailable
 from provisioner.pools import PoolState, Scaling, Taint

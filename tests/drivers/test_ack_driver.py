@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.drivers import ClusterRef, Target
+from provisioner.clusters import ClusterRef, Target
 from provisioner.drivers.ack import AckDriver
 from provisioner.drivers.registry import connect
 from provisioner.errors import (

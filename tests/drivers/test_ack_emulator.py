@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 
-from provisioner.drivers import ClusterRef, Target
+from provisioner.clusters import ClusterRef, Target
 from provisioner.sandbox.server import Sandbox, SandboxSettings
 
 CLUSTER_ID = "c00000000000000000000000000000abc"

@@ -18,8 +18,9 @@ import pytest
 import requests
 from werkzeug.wrappers import Request
 
+from provisioner.clusters import ClusterRef
 from provisioner.compile import CompiledFleet, desired_state
-from provisioner.drivers import ClusterRef, seconds_between
+from provisioner.drivers import seconds_between
 from provisioner.drivers.registry import connect
 from provisioner.pools import PoolState
 from provisioner.sandbox.server import Sandbox, SandboxSettings

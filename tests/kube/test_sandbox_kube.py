@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from provisioner.drivers import ClusterRef, Target
+from provisioner.clusters import ClusterRef, Target
 from provisioner.drivers.registry import connect
 from provisioner.pools import NativeSharing, PoolState, Scaling, Taint
 from provisioner.sandbox.server import Sandbox, SandboxSettings

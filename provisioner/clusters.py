@@ -1,0 +1,51 @@
+"""Which cluster: the neutral names the fleet, the compiler, plan, sync and the drivers share.
+
+Nothing here knows a cloud SDK or a driver; drivers take a ClusterRef, the layers above them a
+Target, and either may be made anywhere without importing `drivers/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    """Which cluster a driver acts on: the cloud, where the cluster lives and its name there.
+
+    account and location are the two levels above the cluster in the cloud's own resource path
+    (AKS subscription and resource group, GKE project and location, EKS account and region);
+    `extras` holds what a cloud needs beyond them (EKS: the node role and subnets new node
+    groups get).
+    """
+
+    cloud: str
+    account: str
+    location: str
+    name: str
+    extras: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """The cluster's identity: two refs with the same key are the same cluster."""
+        return (self.cloud, self.account, self.location, self.name)
+
+    @property
+    def path(self) -> str:
+        """`cloud/account/location/cluster`: how a cluster found by discovery is named."""
+        return "/".join(self.key)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A cluster as the layers above drivers name it: the fleet's name for it (or, for a cluster
+    found by discovery, its path) and the reference its driver takes."""
+
+    name: str
+    ref: ClusterRef
+
+    @property
+    def cloud(self) -> str:
+        return self.ref.cloud
