@@ -4,7 +4,6 @@ bearer token on every request, PATCH by content type (merge, strategic merge, se
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -159,7 +158,7 @@ class KubeHandlers:
 
     def list_namespaces(self, request: Request, cluster: KubeCluster) -> Response:
         """The namespaces something is in (every name is one: see get_namespace)."""
-        names = sorted({"default", *(ns for ns, _ in cluster.config_maps), *(ns for ns, _ in cluster.pods)})
+        names = sorted({"default", *cluster.namespaces()})
         return _list("Namespace", cluster, [self._namespace(name) for name in names])
 
     def list_events(self, request: Request, cluster: KubeCluster, namespace: str | None = None) -> Response:
@@ -252,7 +251,7 @@ class KubeHandlers:
             if not manager:
                 raise BadRequest("PATCH with an apply patch requires the fieldManager query parameter")
             force = request.args.get("force", "false").lower() == "true"
-            created = (namespace, name) not in cluster.config_maps
+            created = not cluster.has_config_map(namespace, name)
             result = self._maybe_dry(
                 request, cluster, lambda: cluster.apply_config_map(namespace, name, body, manager, force)
             )
@@ -279,9 +278,4 @@ class KubeHandlers:
         """Run `change`; with ?dryRun=All answer what it would give and keep nothing of it."""
         if request.args.get("dryRun") != "All":
             return change()
-        with cluster.lock:
-            saved = (copy.deepcopy(cluster.config_maps), copy.deepcopy(cluster.managed), cluster.version)
-            try:
-                return change()
-            finally:
-                cluster.config_maps, cluster.managed, cluster.version = saved
+        return cluster.dry_run(change)

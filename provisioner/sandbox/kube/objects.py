@@ -1,0 +1,76 @@
+"""What every stored object shares: its metadata when created or written by name, and the cluster's
+resourceVersion, one counter across every kind (as the API server's storage keeps one revision)."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import itertools
+import uuid
+from typing import Any
+
+from provisioner.sandbox.kube.exceptions import BadRequest, Invalid
+
+Key = tuple[str, str]  # namespace, name
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Revisions:
+    """The cluster's resourceVersion: every write takes the next one, lists report the last."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count(1)
+        self.current = "0"
+
+    def next(self) -> str:
+        self.current = str(next(self._counter))
+        return self.current
+
+
+def new_object(namespace: str, body: dict[str, Any], kind: str) -> dict[str, Any]:
+    """`body` as created in `namespace`: named (or named from generateName), with a new uid."""
+    obj = copy.deepcopy(body)
+    metadata = obj.setdefault("metadata", {}) or {}
+    obj["metadata"] = metadata
+    if metadata.get("namespace") not in (None, "", namespace):
+        raise BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    if not metadata.get("name"):
+        prefix = metadata.get("generateName")
+        if not prefix:
+            raise Invalid.of(
+                kind,
+                "",
+                [
+                    (
+                        "metadata.name",
+                        "FieldValueRequired",
+                        "Required value: name or generateName is required",
+                    )
+                ],
+            )
+        metadata["name"] = prefix + uuid.uuid4().hex[:5]
+    metadata["namespace"] = namespace
+    metadata["uid"] = str(uuid.uuid4())
+    metadata["creationTimestamp"] = now()
+    obj["apiVersion"], obj["kind"] = "v1", kind
+    return obj
+
+
+def same_object(namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as written to the object the URL names: a name or namespace it gives must match."""
+    obj = copy.deepcopy(body)
+    metadata = obj.setdefault("metadata", {}) or {}
+    obj["metadata"] = metadata
+    if metadata.get("name") not in (None, "", name):
+        raise BadRequest("the name of the object does not match the name on the URL")
+    if metadata.get("namespace") not in (None, "", namespace):
+        raise BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    metadata["name"], metadata["namespace"] = name, namespace
+    return obj
