@@ -118,7 +118,8 @@ def open_catalog(sandbox: Path | None, catalog_url: str | None, *, create: bool 
     """The catalog at `catalog_url` (else the default one), migrated to the newest schema. Without
     `create`, for commands that only read it, a SQLite catalog that does not exist yet is an error
     saying how to make one, not a new empty file (nor its directories)."""
-    from provisioner.catalog.store import Store, default_url
+    from provisioner.catalog.database import default_url
+    from provisioner.catalog.store import Store
     from provisioner.catalog.url import CatalogError, sqlite_path
 
     url = catalog_url or default_url(sandbox)

@@ -55,8 +55,8 @@ def _exact(properties: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def pool() -> dict[str, Any]:
-    """A live pool as `catalog ls --json` prints it (store._pool_dict)."""
-    from provisioner.catalog.store import ALLOCATION_COLUMNS, COLUMN_OF, LISTED_KEYS
+    """A live pool as `catalog ls --json` prints it (statements.pool_dict)."""
+    from provisioner.catalog.statements import ALLOCATION_COLUMNS, COLUMN_OF, LISTED_KEYS
 
     pools, clusters = PoolRow.__table__.columns, ClusterRow.__table__.columns
     listed = {key: _column(pools[COLUMN_OF.get(key, key)]) for key in LISTED_KEYS}

@@ -51,8 +51,9 @@ from starlette.exceptions import HTTPException
 from provisioner import render
 from provisioner.capacity import ISOLATION_LEVELS
 from provisioner.catalog import metrics, openapi, overview
+from provisioner.catalog.database import reason_of
 from provisioner.catalog.schemas import SHARINGS
-from provisioner.catalog.store import Store, reason_of
+from provisioner.catalog.store import Store
 from provisioner.catalog.url import CatalogError, redacted
 from provisioner.catalog.views import capacity_rows, drift_lines, nodes_text, slicing_text
 from provisioner.drivers.registry import DRIVERS

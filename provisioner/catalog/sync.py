@@ -16,15 +16,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy.exc import SQLAlchemyError
 
 from provisioner.capacity import capacity
-from provisioner.catalog.store import (
-    Allocation,
-    ClusterIdentity,
-    DriftFinding,
-    ObservedPool,
-    Store,
-    now,
-    reason_of,
-)
+from provisioner.catalog.database import reason_of
+from provisioner.catalog.store import Allocation, ClusterIdentity, DriftFinding, ObservedPool, Store, now
 from provisioner.clusters import ClusterRef, Target
 from provisioner.compile import CompiledCluster
 from provisioner.errors import CloudError, KubeUnreachable

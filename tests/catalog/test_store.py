@@ -271,7 +271,7 @@ def test_a_refused_listing_fails_alone_with_the_database_s_words_and_nothing_els
 
     from sqlalchemy.exc import IntegrityError
 
-    from provisioner.catalog.store import reason_of
+    from provisioner.catalog.database import reason_of
 
     store = Store(catalog_url)
     store.migrate()
