@@ -17,7 +17,8 @@ from pathlib import Path
 from bench.bench_compile import CLUSTERS, POOLS, fleet_text
 from bench.figures import Figure, median_seconds
 from provisioner.capacity import capacity
-from provisioner.catalog.store import ClusterIdentity, ObservedPool, Store, now
+from provisioner.catalog.listing import ClusterIdentity, ObservedPool
+from provisioner.catalog.store import Store, now
 from provisioner.compile import compile_file, desired_state
 from provisioner.placement import Request, place
 

@@ -101,7 +101,8 @@ def run() -> list[Figure]:
 def _write_alone(store: Store, bench: world.BenchWorld, drivers: Drivers) -> float:
     """Rows per second the store takes when nothing else runs: the same listings, written again."""
     from provisioner.capacity import capacity
-    from provisioner.catalog.store import ObservedPool, now
+    from provisioner.catalog.listing import ObservedPool
+    from provisioner.catalog.store import now
     from provisioner.catalog.sync import identity
     from provisioner.observe import observe
 

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from provisioner.capacity import capacity
-from provisioner.catalog.store import ClusterIdentity, ObservedPool, Store
+from provisioner.catalog.listing import ClusterIdentity, ObservedPool
+from provisioner.catalog.store import Store
 from provisioner.compile import compile_file, desired_state
 
 # Each pool is one mode on one cloud; the pairs that differ in one respect only (isolation,

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from provisioner.capacity import capacity
-from provisioner.catalog.store import ClusterIdentity, ObservedPool, Store
+from provisioner.catalog.listing import ClusterIdentity, ObservedPool
+from provisioner.catalog.store import Store
 from provisioner.compile import compile_file, desired_state
 from provisioner.errors import BadRequest, NoPlacement
 from provisioner.placement import Request, parse_size, place

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import DateTime, Integer, and_, any_, bindparam, case, delete, func, literal, select, update
 from sqlalchemy.dialects import postgresql
 
+from provisioner.catalog.listing import Allocation, ClusterIdentity, DriftFinding
 from provisioner.catalog.models import ChangeRow, ClusterRow, DriftRow, PoolRow
-
-if TYPE_CHECKING:
-    from provisioner.catalog.store import Allocation, ClusterIdentity, DriftFinding
 
 # Written by the allocation statements, after the listing's upsert (which leaves them as they were).
 ALLOCATION_COLUMNS = (

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, exc, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from provisioner.capacity import Capacity
 from provisioner.catalog.database import READS_ONLY, database_errors, migrate_schema, open_engine, pipelined
+from provisioner.catalog.listing import Allocation, ClusterIdentity, DriftFinding, ObservedPool
 from provisioner.catalog.models import ClusterRow, DriftRow, PoolRow, SyncRunRow
 from provisioner.catalog.statements import (
     LISTED_KEYS,
@@ -31,32 +30,6 @@ from provisioner.catalog.statements import (
     utc,
 )
 from provisioner.pooljson import observed_json
-from provisioner.pools import PoolState
-
-
-@dataclass(frozen=True)
-class ClusterIdentity:
-    name: str
-    cloud: str
-    account: str
-    location: str
-    cluster: str
-    in_fleet: bool = True
-
-
-@dataclass(frozen=True)
-class ObservedPool:
-    state: PoolState
-    capacity: Capacity
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """What Kubernetes says of a pool: its nodes, and the slices they advertise and pods hold."""
-
-    nodes: int
-    advertised: int
-    allocated: int
 
 
 class _PendingWrite:
@@ -78,13 +51,6 @@ class _PendingWrite:
         self.stored = False
         self.previous: datetime | None = None  # the listing time its cluster had before this one
         self.error: BaseException | None = None
-
-
-@dataclass(frozen=True)
-class DriftFinding:
-    pool: str
-    kind: str  # missing | extra | changed | conflict
-    fields: list[dict[str, Any]]
 
 
 def now() -> datetime:
@@ -290,7 +256,7 @@ class Store:
             held.setdefault(row.cluster_id, {})[row.name] = tuple(row[1:])
         pools, rewritten = [], []
         for c, w in fresh:
-            shown = [observed_json(p.state, p.capacity) for p in w.pools]
+            shown = [observed_json(p.state, p.capacity, w.identity.cloud) for p in w.pools]
             as_held = {pool["pool"]: tuple(pool[key] for key in LISTED_KEYS) for pool in shown}
             # A name listed twice goes to the upsert, which refuses it as before.
             if w.adopted or len(as_held) != len(shown) or held.get(c, {}) != as_held:

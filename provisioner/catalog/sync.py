@@ -17,7 +17,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from provisioner.capacity import capacity
 from provisioner.catalog.database import reason_of
-from provisioner.catalog.store import Allocation, ClusterIdentity, DriftFinding, ObservedPool, Store, now
+from provisioner.catalog.listing import Allocation, ClusterIdentity, DriftFinding, ObservedPool
+from provisioner.catalog.store import Store, now
 from provisioner.clusters import ClusterRef, Target
 from provisioner.compile import CompiledCluster
 from provisioner.errors import CloudError, KubeUnreachable

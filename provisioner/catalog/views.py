@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from provisioner.capacity import sharing_text
-from provisioner.catalog.store import DriftFinding
+from provisioner.catalog.listing import DriftFinding
 
 
 def nodes_text(pool: dict[str, Any]) -> str:

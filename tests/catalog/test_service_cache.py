@@ -14,9 +14,10 @@ import requests
 from fastapi.responses import JSONResponse
 
 from provisioner.capacity import capacity
+from provisioner.catalog.listing import ClusterIdentity, ObservedPool
 from provisioner.catalog.overview import PoolFilter, filter_pools
 from provisioner.catalog.service import EncodedPools, create_app
-from provisioner.catalog.store import ClusterIdentity, ObservedPool, Store
+from provisioner.catalog.store import Store
 from provisioner.compile import compile_file, desired_state
 from tests.catalog.conftest import fresh_catalog
 from tests.catalog.test_service import running

@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.capacity import capacity
-from provisioner.catalog.store import ClusterIdentity, ObservedPool, Store
+from provisioner.catalog.listing import ClusterIdentity, ObservedPool
+from provisioner.catalog.store import Store
 from provisioner.compile import compile_file, desired_state
 from provisioner.errors import BadRequest, NoPlacement
 from provisioner.placement import Index, Request, place, weigh
 from provisioner.pools import Scaling
 from tests.placements import FLEET, fill
 
-AT = datetime.now(UTC)
+AT = datetime.now(UTC)  # every listing here is timed from it, so a slow run orders them the same
 # Pools alike but for their GPUs per node, or (a2-highgpu-8g, as EKS's p4d) but for their cloud,
 # to add to the placement tests' fleet.
 MORE_CLUSTERS = """\
@@ -118,7 +119,7 @@ def test_a_view_of_a_snapshot_is_built_once(catalog_url: str, tmp_path: Path):
 
 def test_place_sees_a_write_made_after_it_first_answered(catalog_url: str, tmp_path: Path):
     reader, writer = _store(catalog_url), Store(catalog_url)
-    fill(writer, _write_fleet(tmp_path))
+    fill(writer, _write_fleet(tmp_path), observed_at=AT)  # the listing the newer one at AT+1 min follows
     assert place(reader, Request(gpus=2)).pool == "a10g-x4"  # 24 GB GPUs before 80 GB ones
     cloud, states = _listing(tmp_path)["aws"]
     _record(writer, "aws", cloud, [s for s in states if s.name != "a10g-x4"], AT + timedelta(minutes=1))

@@ -19,8 +19,9 @@ from click.testing import CliRunner, Result
 from sqlalchemy import text
 
 from provisioner.capacity import capacity
+from provisioner.catalog.listing import Allocation, ClusterIdentity, DriftFinding, ObservedPool
 from provisioner.catalog.models import Base
-from provisioner.catalog.store import Allocation, ClusterIdentity, DriftFinding, ObservedPool, Store
+from provisioner.catalog.store import Store
 from provisioner.catalog.url import CatalogError, redacted
 from provisioner.cli import main
 from provisioner.compile import compile_file, desired_state
