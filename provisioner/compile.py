@@ -9,11 +9,13 @@ PoolState that plan compares the clouds' pools to.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner import hardware
+from provisioner.autoscaler import node_template
 from provisioner.capacity import GIB_IN_GB, SHARING_ISOLATION, memory_per_slice_gb, slices_per_gpu
 from provisioner.clusters import Target
 from provisioner.errors import Diagnostic, FleetError
@@ -69,7 +71,7 @@ class NodeSetup:
 class CompiledPool:
     pool: Pool
     setup: NodeSetup
-    edge_pools: bool = False  # its cloud has edge pools, so every pool there is edge or not
+    cloud: CloudProfile
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ class CompiledFleet:
 def desired_state(compiled: CompiledPool) -> PoolState:
     """The PoolState a cloud should hold for `compiled`: what plan compares drivers' pools to."""
     pool, setup = compiled.pool, compiled.setup
-    return PoolState(
+    state = PoolState(
         name=pool.name,
         instance_type=pool.instance_type or "",  # an edge pool has none
         gpus_per_node=setup.gpus_per_node,
@@ -120,9 +122,10 @@ def desired_state(compiled: CompiledPool) -> PoolState:
         scaling=pool.nodes.scaling if pool.nodes is not None else Scaling.fixed(0),
         labels=tuple(setup.labels.items()),
         taints=setup.taints,
-        edge=pool.edge if compiled.edge_pools else None,
+        edge=pool.edge if compiled.cloud.edge_pools else None,  # every pool there is edge or not
         zones=tuple(pool.zones) if pool.zones is not None else None,
     )
+    return dataclasses.replace(state, node_template=node_template(compiled.cloud, state))
 
 
 def compile_file(path: str | Path, text: str | None = None) -> CompiledFleet:
@@ -148,7 +151,7 @@ def compile_fleet(fleet: Fleet | SalvagedFleet) -> CompiledFleet:
             for pool in cluster.pools:
                 try:
                     setup = compile_pool(cloud, pool, cluster.zone_region)
-                    pools.append(CompiledPool(pool, setup, cloud.edge_pools))
+                    pools.append(CompiledPool(pool, setup, cloud))
                 except PoolProblems as exc:
                     problems += [fleet.source.diagnostic(pool._loc + loc, msg) for loc, msg in exc.problems]
             clusters.append(CompiledCluster(cluster, cloud, tuple(pools)))

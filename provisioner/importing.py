@@ -38,7 +38,7 @@ from provisioner.nvidia import (
 )
 from provisioner.observe import Observation
 from provisioner.pooljson import value_json
-from provisioner.pools import GPU_TAINT, PoolState
+from provisioner.pools import GPU_TAINT, NodeTemplate, PoolState
 from provisioner.rules import PoolProblems
 
 
@@ -138,7 +138,7 @@ def exact_entry(cloud: CloudProfile, state: PoolState) -> tuple[dict[str, Any], 
     except PoolProblems as broken:
         problems = "; ".join(f"{'.'.join(map(str, loc))}: {message}" for loc, message in broken.problems)
         raise Inexpressible(f"its settings break provisioner's {cloud.title} rules: {problems}") from None
-    desired = desired_state(CompiledPool(pool, setup, cloud.edge_pools))
+    desired = desired_state(CompiledPool(pool, setup, cloud))
     differing = desired.differences(state)
     fixed = [name for name in differing if name not in cloud.in_place]
     if fixed:
@@ -162,7 +162,15 @@ def _update_words(name: str, before: Any, after: Any) -> str:
         words = [f"{kind} {shown(item)} added" for item in after if item not in before]
         words += [f"{kind} {shown(item)} removed" for item in before if item not in after]
         return ", ".join(words)
+    if name == "node_template":
+        return f"autoscaler hints {_hints_words(before)} -> {_hints_words(after)}"
     return f"{name} {_show(name, before)} -> {_show(name, after)}"
+
+
+def _hints_words(template: NodeTemplate | None) -> str:
+    if template is None:
+        return "none"
+    return ", ".join(f"{name}={count}" for name, count in template.resources)
 
 
 def describe(cloud: CloudProfile, state: PoolState) -> dict[str, Any]:

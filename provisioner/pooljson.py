@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner import hardware
+from provisioner.autoscaler import starts_from_zero
 from provisioner.capacity import Capacity, sharing_text
-from provisioner.pools import POOL_FIELDS, PoolState, Scaling
+from provisioner.pools import POOL_FIELDS, NodeTemplate, PoolState, Scaling
 
 
 def value_json(name: str, value: Any) -> Any:
@@ -22,9 +24,21 @@ def value_json(name: str, value: Any) -> Any:
         return dict(value)
     if name == "taints":
         return [str(t) for t in value]
+    if isinstance(value, NodeTemplate):
+        return template_json(value)
     if name == "sharing" and value is not None:
         return sharing_text(value.strategy, value.clients_per_gpu)  # in the cloud's own words
     return value
+
+
+def template_json(template: NodeTemplate) -> dict[str, Any]:
+    """The autoscaler's hints: resources per node, and the labels and taints where they carry them."""
+    shown: dict[str, Any] = {"resources": dict(template.resources)}
+    if template.labels:
+        shown["labels"] = dict(template.labels)
+    if template.taints:
+        shown["taints"] = [str(t) for t in template.taints]
+    return shown
 
 
 def state_json(state: PoolState) -> dict[str, Any]:
@@ -34,10 +48,11 @@ def state_json(state: PoolState) -> dict[str, Any]:
     }
 
 
-def observed_json(state: PoolState, offers: Capacity) -> dict[str, Any]:
+def observed_json(state: PoolState, offers: Capacity, cloud: str) -> dict[str, Any]:
     """A pool as a cluster holds it, with what it offers (capacity()'s reading, whether the cloud
-    keeps MIG and sharing in a pool field or a node label): `pools --json`, and the catalog's row,
-    which keeps the keys it has columns for."""
+    keeps MIG and sharing in a pool field or a node label) and whether its autoscaler can start
+    it from zero for its slices: `pools --json`, and the catalog's row, which keeps the keys it
+    has columns for."""
     return {
         "pool": state.name,
         "instance_type": state.instance_type,
@@ -61,4 +76,6 @@ def observed_json(state: PoolState, offers: Capacity) -> dict[str, Any]:
         "labels": value_json("labels", state.labels),
         "taints": value_json("taints", state.taints),
         "owned": state.owned,
+        "autoscaler_hints": template_json(state.node_template) if state.node_template else None,
+        "grows_from_zero": starts_from_zero(hardware.load().clouds[cloud], state),
     }

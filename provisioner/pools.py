@@ -68,6 +68,24 @@ class NativeSharing:
     clients_per_gpu: int
 
 
+@dataclass(frozen=True)
+class NodeTemplate:
+    """What the cluster autoscaler is told one new node of a pool will offer, for a pool it may
+    have to start from zero: the GPU resources the node's GPU stack advertises (the autoscaler
+    knows only the instance type's physical nvidia.com/gpu) and, where its hints carry them, the
+    labels and taints the node starts with. The tool writes it as the cloud's tags (clouds.yaml
+    `autoscaler.hints`)."""
+
+    resources: tuple[tuple[str, int], ...]
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[Taint, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resources", tuple(sorted(dict(self.resources).items())))
+        object.__setattr__(self, "labels", tuple(sorted(dict(self.labels).items())))
+        object.__setattr__(self, "taints", tuple(sorted(set(self.taints))))
+
+
 # The PoolState fields a plan compares, in the order it prints them.
 POOL_FIELDS = (
     "instance_type",
@@ -81,6 +99,7 @@ POOL_FIELDS = (
     "labels",
     "taints",
     "edge",
+    "node_template",
 )
 
 # Fields a pool may leave unset (None) for the cloud to fill in (zones: the cluster's own).
@@ -114,6 +133,9 @@ class PoolState:
     # The zones the pool's nodes run in, sorted; None: the cloud's default (GKE: the cluster's
     # node locations) or a cloud where the pool names none (EKS subnets, ACK vSwitches decide).
     zones: tuple[str, ...] | None = None
+    # What the pool's tags tell the cluster autoscaler of a node it has not started yet; None:
+    # no hints (a pool that does not autoscale, or whose cloud's autoscaler knows its sharing).
+    node_template: NodeTemplate | None = None
     status: PoolStatus = field(default="ready", compare=False)
     nodes: int | None = field(default=None, compare=False)  # nodes now, where the cloud says
     cloud_id: str | None = field(default=None, compare=False)  # the cloud's own ID, where it has one (np-...)

@@ -31,7 +31,7 @@ def observations_json(observations: Sequence[Observation]) -> list[dict[str, Any
             "cluster": o.target.name,
             "cloud": o.target.cloud,
             "error": str(o.error) if o.error else None,
-            "pools": [observed_json(p, capacity(o.target.cloud, p)) for p in o.pools],
+            "pools": [observed_json(p, capacity(o.target.cloud, p), o.target.cloud) for p in o.pools],
         }
         for o in observations
     ]

@@ -137,6 +137,15 @@ SKIPPED = {
 # Made as GKE's own docs make a GPU pool, without the GPU taint: adopting it adds the taint, an
 # in-place update on every cloud, said beside the entry and in the plan.
 UPDATED = {("gcp", "l4-bare"): "taint nvidia.com/gpu=present:NoSchedule added"}
+# Pools that autoscale from zero for slices their instance type does not say: adopting them writes
+# the autoscaler's hints in place (GKE's autoscaler knows its own sharing; fixed pools need none).
+HINTED = {
+    ("azure", "a100mig"): {"nvidia.com/gpu": 7},
+    ("azure", "t4mps"): {"nvidia.com/gpu": 0, "nvidia.com/gpu.shared": 2},
+    ("aws", "a100-mig"): {"nvidia.com/gpu": 56},  # 8 GPUs x 7 instances
+    ("aws", "a10g-ts"): {"nvidia.com/gpu": 0, "nvidia.com/gpu.shared": 4},
+    ("ali", "a10-cgpu"): {"aliyun.com/gpu-mem": 22, "nvidia.com/gpu": 0},
+}
 
 
 class Clouds:
@@ -240,21 +249,25 @@ def test_pools_made_by_hand_are_imported_exactly_adopted_and_keep_their_identity
         for entry in entries
     }
     for c in plan["changes"]:
-        if (c["cluster"], c["pool"]) in UPDATED:  # adopted, then the GPU taint added in place
+        pool = (c["cluster"], c["pool"])
+        if pool in UPDATED:  # adopted, then the GPU taint added in place
             assert (c["then"], [f["field"] for f in c["fields"]]) == ("update", ["taints"])
             assert c["fields"][0]["after"] == ["nvidia.com/gpu=present:NoSchedule"]
+        elif pool in HINTED:  # adopted, then the autoscaler's hints written in place
+            assert (c["then"], [f["field"] for f in c["fields"]]) == ("update", ["node_template"]), c
+            assert (c["fields"][0]["before"], c["fields"][0]["after"]["resources"]) == (None, HINTED[pool])
         else:
             assert c["fields"] == [] and "then" not in c, c  # the marker and nothing else
-    assert plan["summary"] == {"create": 0, "update": 1, "replace": 0, "delete": 0, "adopt": 15}
+    assert plan["summary"] == {"create": 0, "update": 6, "replace": 0, "delete": 0, "adopt": 15}
     assert plan["errors"] == []
     text = clouds.run("plan", str(clouds.fleet)).stdout
     assert (
-        "  <= a100mig will be adopted (only the ownership marker is added: its nodes and workloads stay)\n"
+        "  <= t4ts will be adopted (only the ownership marker is added: its nodes and workloads stay)\n"
         in text
     )
     assert "  <= l4-bare will be adopted, then updated in place\n" in text
     assert text.endswith(
-        "Plan: 15 to adopt, 0 to create, 1 to update, 0 to replace, 0 to delete.\n"
+        "Plan: 15 to adopt, 0 to create, 6 to update, 0 to replace, 0 to delete.\n"
         "Kubernetes: 2 device-plugin ConfigMaps to apply.\n"  # the pools' keys, installed by apply
     )
 
@@ -267,28 +280,7 @@ def test_pools_made_by_hand_are_imported_exactly_adopted_and_keep_their_identity
     assert again.exit_code == 0, again.output
     assert "No changes. The clusters match the fleet." in again.stdout
 
-    after = clouds.identities(made)
-    for name, was in before.items():
-        now = after[name]
-        assert (now["id"], now["created"]) == (was["id"], was["created"]), name  # the same pool
-        if name == "ali/edge-t4":  # an edge pool has no ECS instances to tag: its label marks it
-            assert now["tags"] == was["tags"] == {}
-            continue
-        owner = {} if name in SKIPPED else {"managed-by": "provisioner"}
-        assert now["tags"] == {**dict([USER_TAG]), **owner}, name  # the user's own tag kept
-    for cluster, pools in made.items():
-        listed = {
-            p.name: p
-            for p in connect(clouds.targets[cluster].cloud, clouds.sandbox.directory).list_pools(
-                clouds.targets[cluster].ref
-            )
-        }
-        for name, made_by_hand in pools.items():
-            was = made_by_hand
-            if (cluster, name) in UPDATED:
-                was = dataclasses.replace(was, taints=(*was.taints, GPU_TAINT))
-            assert listed[name] == dataclasses.replace(was, owned=f"{cluster}/{name}" not in SKIPPED)
-            assert (listed[name].nodes, listed[name].cloud_id) == (was.nodes, was.cloud_id)
+    _assert_the_same_pools_adopted(clouds, made, before)
 
 
 # The fleet after `import --write`: each cluster's entries after its last pool (after the comment
@@ -374,6 +366,40 @@ ONE_EACH = {
     "aws": "    pools:\n      - {name: a10g-ts, instanceType: g5.xlarge, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 1}, diskSizeGb: 100}\n",
     "ali": "    pools:\n      - {name: a10-cgpu, instanceType: ecs.gn7i-c8g1.2xlarge, gpu: {sharing: memory, isolation: memory}, nodes: {count: 1}, diskSizeGb: 100}\n",
 }
+
+
+def _assert_the_same_pools_adopted(
+    clouds: Clouds, made: dict[str, dict[str, PoolState]], before: dict
+) -> None:
+    """Each pool is the one made by hand, its user's tag kept, with only what adopting adds."""
+    after = clouds.identities(made)
+    for name, was in before.items():
+        now = after[name]
+        assert (now["id"], now["created"]) == (was["id"], was["created"]), name  # the same pool
+        if name == "ali/edge-t4":  # an edge pool has no ECS instances to tag: its label marks it
+            assert now["tags"] == was["tags"] == {}
+            continue
+        owner = {} if name in SKIPPED else {"managed-by": "provisioner"}
+        hints = {key for key in now["tags"] if "cluster-autoscaler" in key}
+        assert bool(hints) == (tuple(name.split("/")) in HINTED), name
+        others = {key: value for key, value in now["tags"].items() if key not in hints}
+        assert others == {**dict([USER_TAG]), **owner}, name  # the user's own tag kept
+    for cluster, pools in made.items():
+        listed = {
+            p.name: p
+            for p in connect(clouds.targets[cluster].cloud, clouds.sandbox.directory).list_pools(
+                clouds.targets[cluster].ref
+            )
+        }
+        for name, made_by_hand in pools.items():
+            was = made_by_hand
+            if (cluster, name) in UPDATED:
+                was = dataclasses.replace(was, taints=(*was.taints, GPU_TAINT))
+            if (cluster, name) in HINTED:
+                assert dict(listed[name].node_template.resources) == HINTED[cluster, name]
+                was = dataclasses.replace(was, node_template=listed[name].node_template)
+            assert listed[name] == dataclasses.replace(was, owned=f"{cluster}/{name}" not in SKIPPED)
+            assert (listed[name].nodes, listed[name].cloud_id) == (was.nodes, was.cloud_id)
 
 
 def _fleet_of(clouds: Clouds, pools: dict[str, str], adopt: bool = True) -> None:

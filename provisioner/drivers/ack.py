@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from provisioner import hardware
+from provisioner.autoscaler import hint_tags, read_hint_tags
 from provisioner.clusters import ClusterRef
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
@@ -38,6 +39,7 @@ from provisioner.errors import (
     Unavailable,
     cloud_error,
 )
+from provisioner.hardware import AutoscalerHints
 from provisioner.pools import (
     OWNER_LABEL_KEY,
     OWNER_LABEL_VALUE,
@@ -125,7 +127,7 @@ class AckDriver:
         if not current.owned:
             raise NotOwned(f"node pool {desired.name} was not created by provisioner; not updating it")
         nodepool_id = raw["nodepool_info"]["nodepool_id"]
-        request = _modify_request(current, desired)
+        request = _modify_request(current, desired, _ecs_tags(raw))
         body = self._call(
             cluster, "modify_cluster_node_pool_with_options", cluster.name, nodepool_id, request
         )
@@ -323,7 +325,9 @@ def _create_request(cluster: ClusterRef, desired: PoolState) -> Any:
         system_disk_size=desired.disk_size_gb,
         spot_strategy="SpotAsPriceGo" if desired.spot else "NoSpot",
         instance_charge_type="PostPaid",
-        tags=[cs.CreateClusterNodePoolRequestScalingGroupTags(key=OWNER_TAG_KEY, value=OWNER_TAG_VALUE)],
+        tags=[
+            cs.CreateClusterNodePoolRequestScalingGroupTags(key=k, value=v) for k, v in _tags(desired).items()
+        ],
     )
     request.auto_scaling = cs.CreateClusterNodePoolRequestAutoScaling(
         enable=scaling.autoscaling,
@@ -334,7 +338,11 @@ def _create_request(cluster: ClusterRef, desired: PoolState) -> Any:
     return request
 
 
-def _modify_request(current: PoolState, desired: PoolState) -> Any:
+def _ecs_tags(raw: dict[str, Any]) -> dict[str, str]:
+    return {tag["key"]: tag.get("value") or "" for tag in (raw.get("scaling_group") or {}).get("tags") or []}
+
+
+def _modify_request(current: PoolState, desired: PoolState, tags_now: dict[str, str]) -> Any:
     """The complete labels and taints (the SDK always sends both lists), and the ECS fields that
     changed; nothing of scaling for edge pools."""
     from alibabacloud_cs20151215 import models as cs
@@ -364,11 +372,22 @@ def _modify_request(current: PoolState, desired: PoolState) -> Any:
             if current.scaling.autoscaling:
                 request.auto_scaling = cs.ModifyClusterNodePoolRequestAutoScaling(enable=False)
             group["desired_size"] = scaling.min
-    if group:
-        # The SDK sends scaling_group.tags as [] when unset: give the tag, so none is lost.
-        tags = [cs.Tag(key=OWNER_TAG_KEY, value=OWNER_TAG_VALUE)]
+    if group or current.node_template != desired.node_template:
+        # The SDK sends scaling_group.tags as [] when unset, and the list replaces the pool's: give
+        # the user's own tags back with the owner tag and the desired hints.
+        _, others = read_hint_tags(_hints(), tags_now)
+        tags = [cs.Tag(key=key, value=value) for key, value in {**others, **_tags(desired)}.items()]
         request.scaling_group = cs.ModifyClusterNodePoolRequestScalingGroup(tags=tags, **group)
     return request
+
+
+def _tags(desired: PoolState) -> dict[str, str]:
+    """The ECS tags: the owner tag, and the hints ACK's autoscaler reads from them (clouds.yaml)."""
+    return {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.node_template)}
+
+
+def _hints() -> AutoscalerHints | None:
+    return hardware.load().clouds["ack"].autoscaler_hints
 
 
 def _adopt_request(raw: dict[str, Any]) -> Any:
@@ -446,6 +465,9 @@ def _observed(pool: dict[str, Any]) -> PoolState:
         status=_STATUS.get(status.get("state", ""), "changing"),
         nodes=status.get("total_nodes"),
         cloud_id=info.get("nodepool_id"),
+        node_template=read_hint_tags(
+            _hints(), {tag["key"]: tag.get("value") or "" for tag in group.get("tags") or []}
+        )[0],
     )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from provisioner import hardware
+from provisioner.autoscaler import hint_tags, read_hint_tags
 from provisioner.clusters import ClusterRef
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
@@ -31,6 +32,7 @@ from provisioner.errors import (
     cloud_error,
     retry_after_seconds,
 )
+from provisioner.hardware import AutoscalerHints
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
 from provisioner.sdks import import_sdk
 
@@ -93,6 +95,9 @@ class AksDriver:
             properties["nodeLabels"] = {**properties["nodeLabels"], **aks.spot_labels}
             spot_taints = [str(t) for t in aks.spot_taints if str(t) not in properties["nodeTaints"]]
             properties["nodeTaints"] = [*properties["nodeTaints"], *spot_taints]
+        # The pool's other tags stay; the autoscaler's hints are the desired pool's.
+        _, others = read_hint_tags(_hints(), current.tags or {})
+        properties["tags"] = {**others, **_tags(desired)}
         scaling = desired.scaling
         if scaling.autoscaling:
             # The autoscaler owns the node count: keep it, inside the new bounds, rather than
@@ -237,6 +242,15 @@ def _initial_response(pipeline_response: Any, deserialized: Any, headers: Any) -
 _IN_PLACE_PROPERTIES = ("nodeLabels", "nodeTaints", "enableAutoScaling", "minCount", "maxCount", "count")
 
 
+def _hints() -> AutoscalerHints | None:
+    return hardware.load().clouds["aks"].autoscaler_hints
+
+
+def _tags(desired: PoolState) -> dict[str, str]:
+    """The owner tag and the autoscaler's hints: AKS applies a pool's tags to its scale set."""
+    return {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.node_template)}
+
+
 def _properties(desired: PoolState) -> dict[str, Any]:
     scaling = desired.scaling
     properties: dict[str, Any] = {
@@ -247,7 +261,7 @@ def _properties(desired: PoolState) -> dict[str, Any]:
         "enableAutoScaling": scaling.autoscaling,
         "nodeLabels": desired.label_map,
         "nodeTaints": [str(t) for t in desired.taints],
-        "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE},
+        "tags": _tags(desired),
     }
     if scaling.autoscaling:
         properties.update(minCount=scaling.min, maxCount=scaling.max)
@@ -276,6 +290,7 @@ def _observed(pool: Any) -> PoolState:
         if pool.enable_auto_scaling
         else Scaling.fixed(pool.count or 0)
     )
+    template, _ = read_hint_tags(_hints(), pool.tags or {})
     return PoolState(
         name=pool.name,
         instance_type=pool.vm_size or "",
@@ -293,6 +308,7 @@ def _observed(pool: Any) -> PoolState:
         status=_STATUS.get(_text(pool.provisioning_state) or "", "changing"),
         nodes=pool.count,
         zones=tuple(pool.availability_zones) if pool.availability_zones else None,
+        node_template=template,
     )
 
 

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from provisioner import hardware
+from provisioner.autoscaler import hint_tags, read_hint_tags
 from provisioner.clusters import ClusterRef
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
@@ -29,12 +30,22 @@ from provisioner.errors import (
     cloud_error,
     retry_after_seconds,
 )
-from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
+from provisioner.hardware import AutoscalerHints
+from provisioner.pools import (
+    OWNER_TAG_KEY,
+    OWNER_TAG_VALUE,
+    NodeTemplate,
+    PoolState,
+    PoolStatus,
+    Scaling,
+    Taint,
+)
 from provisioner.retry import RetryPolicy
 from provisioner.sdks import import_sdk
 
 # The NVIDIA AL2023 image: driver and container toolkit included; AL2 GPU images end with 1.32 (FACTS.md).
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+TAGS_PER_CALL = 25
 DESCRIBE_CONCURRENCY = 16  # EKS lists names only; descriptions are fetched side by side
 
 _STATUS: dict[str, PoolStatus] = {
@@ -66,7 +77,7 @@ class EksDriver:
     def __init__(self, endpoint: str | None = None, operation_timeout: float = OPERATION_TIMEOUT):
         self._endpoint = endpoint  # a sandbox's endpoint_url; None: the region's EKS endpoint
         self._operation_timeout = operation_timeout
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[tuple[str, str], Any] = {}  # by (service, region)
         self._clients_lock = threading.Lock()
         # EKS reports no operation's end time (a node group's modifiedAt is any change's): no
         # durations to learn from, so every wait starts on the schedule.
@@ -119,13 +130,14 @@ class EksDriver:
             },
             "labels": desired.label_map,
             "taints": [_taint(t) for t in desired.taints],
-            "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE},
+            "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.node_template)},
         }
         if desired.disk_size_gb is not None:
             request["diskSize"] = desired.disk_size_gb
         with _sdk_errors():
             self._client(cluster).create_nodegroup(**request)
-        self._wait_active(cluster, desired.name, f"creating node group {desired.name}")
+        described = self._wait_active(cluster, desired.name, f"creating node group {desired.name}")
+        self._tag_groups(cluster, described, hint_tags(_hints(), desired.node_template), {})
         return self._read(cluster, desired.name)
 
     def update_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
@@ -158,6 +170,8 @@ class EksDriver:
                     clusterName=cluster.name, nodegroupName=desired.name, **changes
                 )["update"]
             self._wait_update(cluster, desired.name, update, f"updating node group {desired.name}")
+        if current.node_template != desired.node_template:
+            self._retag(cluster, described, desired.node_template)
         return self._read(cluster, desired.name)
 
     def adopt_pool(self, cluster: ClusterRef, name: str) -> PoolState:
@@ -197,12 +211,12 @@ class EksDriver:
 
     # The SDK
 
-    def _client(self, cluster: ClusterRef) -> Any:
+    def _client(self, cluster: ClusterRef, service: str = "eks") -> Any:
         with self._clients_lock:  # boto3 sessions and client creation are not thread-safe
-            return self._make_client(cluster)
+            return self._make_client(cluster, service)
 
-    def _make_client(self, cluster: ClusterRef) -> Any:
-        if cluster.location not in self._clients:
+    def _make_client(self, cluster: ClusterRef, service: str) -> Any:
+        if (service, cluster.location) not in self._clients:
             import boto3
             from botocore.config import Config
 
@@ -217,10 +231,10 @@ class EksDriver:
                 session = boto3.session.Session(
                     aws_access_key_id="sandbox", aws_secret_access_key="sandbox", region_name=cluster.location
                 )
-            self._clients[cluster.location] = session.client(
-                "eks", endpoint_url=self._endpoint, config=config
+            self._clients[service, cluster.location] = session.client(
+                service, endpoint_url=self._endpoint, config=config
             )
-        return self._clients[cluster.location]
+        return self._clients[service, cluster.location]
 
     @property
     def _schedule(self) -> dict[str, Any]:
@@ -237,7 +251,51 @@ class EksDriver:
     def _read(self, cluster: ClusterRef, name: str) -> PoolState:
         return _observed(self._describe(cluster, name))
 
-    def _wait_active(self, cluster: ClusterRef, name: str, what: str) -> None:
+    def _retag(self, cluster: ClusterRef, described: dict[str, Any], template: NodeTemplate | None) -> None:
+        """Make the node group's hint tags, and its Auto Scaling group's, spell `template`: TagResource
+        and UntagResource change tags only and start no node-group update."""
+        wanted = hint_tags(_hints(), template)
+        old, _ = read_hint_tags(_hints(), described.get("tags") or {})
+        stale = [key for key in hint_tags(_hints(), old) if key not in wanted]
+        client = self._client(cluster)
+        with _sdk_errors():
+            if wanted:
+                client.tag_resource(resourceArn=described["nodegroupArn"], tags=wanted)
+            if stale:
+                client.untag_resource(resourceArn=described["nodegroupArn"], tagKeys=stale)
+        self._tag_groups(cluster, described, wanted, stale)
+
+    def _tag_groups(
+        self, cluster: ClusterRef, described: dict[str, Any], tags: dict[str, str], stale: list[str]
+    ) -> None:
+        """The same hints on the node group's Auto Scaling groups, which EKS does not copy them to
+        and older autoscalers read alone (clouds.yaml autoscaler)."""
+        hints = _hints()
+        if hints is None or not hints.auto_scaling_group or not (tags or stale):
+            return
+        groups = [g["name"] for g in (described.get("resources") or {}).get("autoScalingGroups") or []]
+        client = self._client(cluster, "autoscaling")
+
+        def entries(keys: dict[str, str]) -> list[dict[str, Any]]:
+            return [
+                {
+                    "ResourceId": group,
+                    "ResourceType": "auto-scaling-group",
+                    "Key": key,
+                    "Value": value,
+                    "PropagateAtLaunch": False,
+                }
+                for group in groups
+                for key, value in keys.items()
+            ]
+
+        with _sdk_errors():
+            for batch in _batches(entries(tags)):
+                client.create_or_update_tags(Tags=batch)
+            for batch in _batches(entries(dict.fromkeys(stale, ""))):
+                client.delete_tags(Tags=batch)
+
+    def _wait_active(self, cluster: ClusterRef, name: str, what: str) -> dict[str, Any]:
         def active() -> dict[str, Any] | None:
             described = self._describe(cluster, name)
             return described if described["status"] not in ("CREATING", "UPDATING") else None
@@ -246,6 +304,7 @@ class EksDriver:
         _raise_if_failed(described, what)
         if described["status"] != "ACTIVE":
             raise OperationFailed(f"{what}: node group is {described['status']}")
+        return described
 
     def _wait_update(self, cluster: ClusterRef, name: str, update: dict[str, Any], what: str) -> None:
         client = self._client(cluster)
@@ -268,6 +327,17 @@ def _raise_if_failed(described: dict[str, Any], what: str) -> None:
     if described["status"] in _FAILED:
         issues = "; ".join(i.get("message", "") for i in described.get("health", {}).get("issues", []))
         raise OperationFailed(f"{what}: node group is {described['status']}{': ' + issues if issues else ''}")
+
+
+def _hints() -> AutoscalerHints | None:
+    return hardware.load().clouds["eks"].autoscaler_hints
+
+
+def _batches(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """CreateOrUpdateTags and DeleteTags take at most 25 tags a call (eksctl's
+    MaximumCreatedTagNumberPerCall, from the Auto Scaling API reference)."""
+    for start in range(0, len(entries), TAGS_PER_CALL):
+        yield entries[start : start + TAGS_PER_CALL]
 
 
 def _non_empty(**parts: Any) -> dict[str, Any]:
@@ -301,6 +371,7 @@ def _observed(group: dict[str, Any]) -> PoolState:
         owned=(group.get("tags") or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(group.get("status", ""), "changing"),
         nodes=scaling.get("desiredSize"),
+        node_template=read_hint_tags(_hints(), group.get("tags") or {})[0],
     )
 
 

@@ -150,6 +150,20 @@ class PollSchedule:
 
 
 @dataclass(frozen=True)
+class AutoscalerHints:
+    """The tags a cloud's cluster autoscaler reads for what one new node of a pool at zero will
+    offer (clouds.yaml `autoscaler.hints`): keys with {name} for the resource, label or taint key."""
+
+    on: str  # what carries them, for messages
+    resource: str
+    label: str | None = None  # None: the autoscaler reads labels and taints from the pool itself
+    taint: str | None = None
+    slash: str = "/"  # what stands for `/` in a key (Azure tag names may not hold one)
+    underscore: str = "_"  # what stands for `_` in a label or taint key, where `_` stands for `/`
+    auto_scaling_group: bool = False  # the same tags on the pool's Auto Scaling group too (EKS)
+
+
+@dataclass(frozen=True)
 class CloudProfile:
     key: str  # "aks"
     title: str  # "AKS"
@@ -179,6 +193,9 @@ class CloudProfile:
     polling: PollSchedule = PollSchedule()  # how its drivers wait for an operation to end
     zones: ZoneRules | None = None  # None: its pools name no zones (zones_refusal says why)
     zones_refusal: str | None = None
+    # None: its autoscaler knows a pool's GPU sharing itself (GKE), or the tool knows no hints.
+    autoscaler_hints: AutoscalerHints | None = None
+    autoscaler_knows_sharing: bool = False
 
     @property
     def edge_pools(self) -> bool:
@@ -305,6 +322,20 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         requests_at_once=row["requestsAtOnce"],
         zones=_zones(row["zones"]) if "field" in row.get("zones", {}) else None,
         zones_refusal=row.get("zones", {}).get("refused"),
+        autoscaler_hints=_hints(row["autoscaler"]["hints"]) if "hints" in row["autoscaler"] else None,
+        autoscaler_knows_sharing=row["autoscaler"].get("knowsSharing", False),
+    )
+
+
+def _hints(row: Mapping[str, Any]) -> AutoscalerHints:
+    return AutoscalerHints(
+        on=row["on"],
+        resource=row["resource"],
+        label=row.get("label"),
+        taint=row.get("taint"),
+        slash=row.get("slash", "/"),
+        underscore=row.get("underscore", "_"),
+        auto_scaling_group=row.get("autoScalingGroup", False),
     )
 
 

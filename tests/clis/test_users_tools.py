@@ -201,7 +201,17 @@ def test_pools_made_with_the_seeds_commands_are_imported_adopted_and_catalogued(
         ("gcp", "a100-40-frac-10", "adopt", "update"),
         ("aws", "g5-ts-10", "adopt", "update"),
     }
-    assert all([f["field"] for f in c["fields"]] == ["taints"] for c in plan["changes"])
+    fields = {c["pool"]: [f["field"] for f in c["fields"]] for c in plan["changes"]}
+    # GKE's autoscaler knows the pool's sharing; EKS's needs the hints for a pool at zero
+    assert fields == {
+        "a100-40-mig-1g5gb": ["taints"],
+        "a100-40-frac-10": ["taints"],
+        "g5-ts-10": ["taints", "node_template"],
+    }
+    assert (
+        "aws/g5-ts-10: adopting it updates it in place: taint nvidia.com/gpu=present:NoSchedule added; "
+        "autoscaler hints none -> nvidia.com/gpu=0, nvidia.com/gpu.shared=10" in written
+    )
     ok(served.provisioner("apply", str(served.fleet), "--auto-approve"))
     again = served.provisioner("plan", str(served.fleet), "--detailed-exitcode")
     assert again.returncode == 0, again.stdout + again.stderr

@@ -43,3 +43,23 @@ class ThrottlingException(EksError):
 
 class ServiceUnavailableException(EksError):
     status, code = 503, "ServiceUnavailableException"
+
+
+class AutoScalingError(ApiError):
+    """The Auto Scaling API's errors (query protocol): the code and message in an XML ErrorResponse."""
+
+
+class AutoScalingValidationError(AutoScalingError):
+    status, code = 400, "ValidationError"
+
+
+class InvalidAction(AutoScalingError):
+    status, code = 400, "InvalidAction"
+
+
+class AutoScalingThrottling(AutoScalingError):
+    status, code = 400, "Throttling"  # Auto Scaling throttles with a 400 Throttling error
+
+
+class AutoScalingUnavailable(AutoScalingError):
+    status, code = 503, "ServiceUnavailable"

@@ -18,6 +18,7 @@ from provisioner.sandbox.eks.exceptions import (
     ResourceInUseException,
     ResourceNotFoundException,
 )
+from provisioner.sandbox.eks.groups import AutoScalingGroup
 from provisioner.sandbox.engine import Engine
 
 # nodegroupName: CreateNodegroup API reference (1-63 characters, starting with a letter or digit,
@@ -166,6 +167,30 @@ class EksBackend:
         self._running: dict[tuple[str, str], Transition] = {}
         self._updates: dict[str, tuple[tuple[str, str], float]] = {}
         self._ids = itertools.count(1)
+        self.groups: dict[str, AutoScalingGroup] = {}  # the Auto Scaling groups, by name
+
+    def add_group(self, name: str, cluster: str, nodegroup: str) -> None:
+        with self.engine.lock:
+            self.groups[name] = AutoScalingGroup.for_nodegroup(name, cluster, nodegroup)
+
+    def drop_groups(self, cluster: str, nodegroup: str) -> None:
+        with self.engine.lock:
+            for name in [
+                n for n, g in self.groups.items() if (g.cluster, g.nodegroup) == (cluster, nodegroup)
+            ]:
+                del self.groups[name]
+
+    def group_sizes(self, group: AutoScalingGroup) -> tuple[int, int, int]:
+        """(min, max, desired) of the group: its node group's scaling config, which EKS keeps
+        the group at."""
+        scaling = self.nodegroups(group.cluster).get(group.nodegroup, {}).get("scalingConfig", {})
+        return scaling.get("minSize", 0), scaling.get("maxSize", 0), scaling.get("desiredSize", 0)
+
+    def group_of(self, cluster: str, nodegroup: str) -> AutoScalingGroup | None:
+        with self.engine.lock:
+            return next(
+                (g for g in self.groups.values() if (g.cluster, g.nodegroup) == (cluster, nodegroup)), None
+            )
 
     def start(self, key: tuple[str, str], status: str, ghost: dict[str, Any] | None = None) -> Transition:
         with self.engine.lock:
@@ -240,6 +265,7 @@ class EksBackend:
                     "labels": dict(group.labels or {}),
                     "taints": [dict(t) for t in group.taints or []],
                     "capacityType": group.capacity_type,
+                    "tags": dict(group.tags or {}),
                 }
                 for name, group in groups.items()
                 if (t := self.current((cluster, name))) is None or t.status != "CREATING"

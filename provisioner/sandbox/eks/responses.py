@@ -15,6 +15,8 @@ from typing import Any
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Request, Response
 
+from provisioner.sandbox.eks.autoscaling import AutoScalingHandlers, is_auto_scaling
+from provisioner.sandbox.eks.autoscaling import app as auto_scaling_app
 from provisioner.sandbox.eks.exceptions import (
     InvalidRequestException,
     NotFoundException,
@@ -38,7 +40,33 @@ def region_of(request: Request) -> str:
     return found["region"] if found else DEFAULT_REGION
 
 
-def app(engine: Engine, backends: BackendDict[EksBackend], latency: float = 0.0) -> EmulatorApp:
+class EksApp:
+    """EKS's REST API and, on the same address, the Auto Scaling API of its node groups' groups."""
+
+    def __init__(self, eks: EmulatorApp, auto_scaling: EmulatorApp):
+        self.eks = eks
+        self.auto_scaling = auto_scaling
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        return self.respond(Request(environ))(environ, start_response)
+
+    def respond(self, request: Request) -> Response:
+        return (self.auto_scaling if is_auto_scaling(request) else self.eks).respond(request)
+
+
+def app(engine: Engine, backends: BackendDict[EksBackend], latency: float = 0.0) -> EksApp:
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    def backend(request: Request) -> EksBackend:
+        return backends[DEFAULT_ACCOUNT_ID][region_of(request)]
+
+    handlers = AutoScalingHandlers(
+        lambda request: backend(request).groups, lambda request, group: backend(request).group_sizes(group)
+    )
+    return EksApp(eks_app(engine, backends, latency), auto_scaling_app(engine, handlers, latency))
+
+
+def eks_app(engine: Engine, backends: BackendDict[EksBackend], latency: float = 0.0) -> EmulatorApp:
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.moto_server.werkzeug_app import create_backend_app
 
@@ -88,6 +116,8 @@ class EksHandlers:
         response = self._forward(request)
         if response.status_code == 200:
             name = body["nodegroupName"]
+            for group in json.loads(response.get_data())["nodegroup"]["resources"]["autoScalingGroups"]:
+                backend.add_group(group["name"], cluster, name)
             backend.start((cluster, name), "CREATING")
             return self._patched(backend, response, cluster, name)
         return response
@@ -144,6 +174,7 @@ class EksHandlers:
             return response
         ghost = json.loads(response.get_data())["nodegroup"]
         backend.start(key, "DELETING", ghost=ghost)
+        backend.drop_groups(cluster, nodegroup)
         return json_response({"nodegroup": {**ghost, "status": "DELETING"}})
 
     # moto

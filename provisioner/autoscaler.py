@@ -1,0 +1,129 @@
+"""What a pool's cluster autoscaler must be told to start it from zero nodes, and how each cloud's
+tags spell it.
+
+At zero nodes the autoscaler builds the pool's node from a template that holds the instance
+type's physical `nvidia.com/gpu` count (kubernetes/autoscaler#5278, #8095): a pod that asks for
+`nvidia.com/gpu.shared`, seven MIG slices' worth or GiB of `aliyun.com/gpu-mem` fits no such node
+and never starts one. `node_template` says what the node will advertise instead; `hint_tags`
+and `read_hint_tags` write and read it in the tag form the cloud's autoscaler reads
+(clouds.yaml `autoscaler.hints`), so drivers only carry the tags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from provisioner.capacity import capacity
+from provisioner.hardware import AutoscalerHints, CloudProfile
+from provisioner.nvidia import GPU_RESOURCE
+from provisioner.pools import NodeTemplate, PoolState, Taint
+
+# Where a GPU stack shares GPUs under another name, no GPU is left to advertise as a whole one.
+NO_WHOLE_GPUS = 0
+# A compute share is requested in percent of a GPU (clouds.yaml placement.computeShare).
+PERCENT_PER_GPU = 100
+
+
+def node_template(cloud: CloudProfile, state: PoolState) -> NodeTemplate | None:
+    """The template a pool's autoscaler needs, or None where it needs none: the pool does not
+    autoscale, its cloud's autoscaler knows the pool's sharing itself, or the nodes advertise
+    exactly the whole GPUs the instance type has."""
+    hints = cloud.autoscaler_hints
+    if hints is None or not state.scaling.autoscaling:
+        return None
+    offers = capacity(cloud.key, state)
+    if offers.gpu_model is None:
+        return None
+    resources = {offers.resource: offers.slices_per_node}
+    if offers.resource != GPU_RESOURCE:
+        resources[GPU_RESOURCE] = NO_WHOLE_GPUS
+    share = cloud.placement.compute_share_resource if cloud.placement else None
+    if share and offers.slice_unit == "GiB" and offers.isolation == cloud.placement.compute_share_isolation:
+        resources[share] = PERCENT_PER_GPU * offers.gpus_per_node
+    if resources == {GPU_RESOURCE: offers.gpus_per_node}:
+        return None  # what the autoscaler reads from the instance type already
+    return NodeTemplate(
+        tuple(resources.items()),
+        state.labels if hints.label else (),
+        state.taints if hints.taint else (),
+    )
+
+
+def starts_from_zero(cloud: CloudProfile, state: PoolState) -> bool:
+    """Whether the pool's autoscaler can start its first node for the pool's slices: it autoscales,
+    and its cloud's autoscaler knows the slices itself, or the pool's hints say at least them.
+    (Once a node runs, autoscalers build the template from a running node instead.)"""
+    if not state.scaling.autoscaling:
+        return False
+    needed = node_template(cloud, state)
+    if needed is None:
+        return True
+    held = dict(state.node_template.resources) if state.node_template else {}
+    return all(held.get(name) == count for name, count in needed.resources)
+
+
+def _key(pattern: str, name: str, hints: AutoscalerHints, *, resource: bool) -> str:
+    # Azure: `_` stands for `/`, and in label and taint keys `~2` for `_` (azure_template.go).
+    if not resource:
+        name = name.replace("_", hints.underscore)
+    return pattern.replace("{name}", name.replace("/", hints.slash))
+
+
+def hint_tags(hints: AutoscalerHints | None, template: NodeTemplate | None) -> dict[str, str]:
+    """The tags that spell `template` for the cloud's autoscaler (none for None)."""
+    if hints is None or template is None:
+        return {}
+    tags = {
+        _key(hints.resource, name, hints, resource=True): str(count) for name, count in template.resources
+    }
+    if hints.label:
+        tags |= {_key(hints.label, key, hints, resource=False): value for key, value in template.labels}
+    if hints.taint:
+        tags |= {
+            _key(hints.taint, t.key, hints, resource=False): f"{t.value}:{t.effect}" for t in template.taints
+        }
+    return tags
+
+
+def read_hint_tags(
+    hints: AutoscalerHints | None, tags: Mapping[str, str]
+) -> tuple[NodeTemplate | None, dict[str, str]]:
+    """The template a cloud resource's tags spell, and its other tags. Tags the autoscaler would
+    not read (a count that is no integer, a taint without its effect) are left with the others."""
+    if hints is None:
+        return None, dict(tags)
+    resources: dict[str, int] = {}
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+    others: dict[str, str] = {}
+    for key, value in tags.items():
+        if (name := _name(hints.resource, key, hints, resource=True)) is not None and value.isdigit():
+            resources[name] = int(value)
+        elif hints.label and (name := _name(hints.label, key, hints, resource=False)) is not None:
+            labels[name] = value
+        elif (
+            hints.taint
+            and (name := _name(hints.taint, key, hints, resource=False)) is not None
+            and (taint := _taint(name, value))
+        ):
+            taints.append(taint)
+        else:
+            others[key] = value
+    if not (resources or labels or taints):
+        return None, others
+    return NodeTemplate(tuple(resources.items()), tuple(labels.items()), tuple(taints)), others
+
+
+def _name(pattern: str, key: str, hints: AutoscalerHints, *, resource: bool) -> str | None:
+    prefix, _, suffix = pattern.partition("{name}")
+    if not (key.startswith(prefix) and key.endswith(suffix)) or len(key) <= len(prefix) + len(suffix):
+        return None
+    name = key[len(prefix) : len(key) - len(suffix)].replace(hints.slash, "/")
+    return name if resource else name.replace(hints.underscore, "_")
+
+
+def _taint(key: str, value: str) -> Taint | None:
+    taint_value, colon, effect = value.rpartition(":")
+    if not colon or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        return None
+    return Taint(key, taint_value, effect)  # type: ignore[arg-type]
