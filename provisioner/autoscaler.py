@@ -58,7 +58,7 @@ def starts_from_zero(cloud: CloudProfile, state: PoolState) -> bool:
     needed = node_template(cloud, state)
     if needed is None:
         return True
-    held = dict(state.node_template.resources) if state.node_template else {}
+    held = dict(state.autoscaler_hints.resources) if state.autoscaler_hints else {}
     return all(held.get(name) == count for name, count in needed.resources)
 
 
@@ -127,3 +127,13 @@ def _taint(key: str, value: str) -> Taint | None:
     if not colon or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
         return None
     return Taint(key, taint_value, effect)  # type: ignore[arg-type]
+
+
+def autoscaler_note(cloud: CloudProfile, state: PoolState) -> str | None:
+    """What plan says of a pool the cloud's autoscaler still handles badly, with its source: a
+    pool that autoscales on renamed slices, where the autoscaler checks nvidia.com/gpu alone."""
+    note = cloud.autoscaler_renamed_gpu_note
+    template = node_template(cloud, state)
+    if note is None or template is None:
+        return None
+    return note if dict(template.resources).get(GPU_RESOURCE) == NO_WHOLE_GPUS else None

@@ -125,7 +125,7 @@ def desired_state(compiled: CompiledPool) -> PoolState:
         edge=pool.edge if compiled.cloud.edge_pools else None,  # every pool there is edge or not
         zones=tuple(pool.zones) if pool.zones is not None else None,
     )
-    return dataclasses.replace(state, node_template=node_template(compiled.cloud, state))
+    return dataclasses.replace(state, autoscaler_hints=node_template(compiled.cloud, state))
 
 
 def compile_file(path: str | Path, text: str | None = None) -> CompiledFleet:

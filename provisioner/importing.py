@@ -162,7 +162,7 @@ def _update_words(name: str, before: Any, after: Any) -> str:
         words = [f"{kind} {shown(item)} added" for item in after if item not in before]
         words += [f"{kind} {shown(item)} removed" for item in before if item not in after]
         return ", ".join(words)
-    if name == "node_template":
+    if name == "autoscaler_hints":
         return f"autoscaler hints {_hints_words(before)} -> {_hints_words(after)}"
     return f"{name} {_show(name, before)} -> {_show(name, after)}"
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from provisioner.actions import ACTIONS, ADOPT, CREATE, DELETE, REPLACE, UPDATE, Action
+from provisioner.autoscaler import autoscaler_note
 from provisioner.clusters import Target
 from provisioner.compile import CompiledCluster, desired_state
 from provisioner.observe import Observation
@@ -89,6 +90,7 @@ class ClusterPlan:
     conflicts: tuple[Conflict, ...] = ()  # fleet pools that exist but are not the tool's: never touched
     error: str | None = None  # the cluster could not be observed
     configmap: ConfigMapPlan | None = None  # its device-plugin ConfigMap, where planned with --kube
+    notes: tuple[Conflict, ...] = ()  # what to know of a changed pool's autoscaling (autoscaler_note)
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class Plan:
                     "in_progress": list(c.in_progress),
                     "conflicts": [str(conflict) for conflict in c.conflicts],
                     "changes": [change.json() for change in c.changes],
+                    "notes": [{"pool": note.pool, "note": note.message} for note in c.notes],
                 }
                 for c in self.clusters
             ],
@@ -150,6 +153,7 @@ class Plan:
             "errors": [f"{c['cluster']}: {c['error']}" for c in clusters if c["error"]]
             + [f"{c['cluster']}: {conflict}" for c in clusters for conflict in c["conflicts"]],
             "kube": [config_map.json() for config_map in self.config_maps],
+            "notes": [f"{c['cluster']}/{n['pool']}: {n['note']}" for c in clusters for n in c["notes"]],
         }
 
 
@@ -170,6 +174,11 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
         fingerprint(observation.pools),
         in_progress=tuple(p.name for p in observation.pools if p.status == "changing"),
         conflicts=conflicts,
+        notes=tuple(
+            Conflict(change.pool, note)
+            for change in changes
+            if change.desired is not None and (note := autoscaler_note(compiled.cloud, change.desired))
+        ),
     )
 
 

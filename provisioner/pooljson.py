@@ -76,6 +76,6 @@ def observed_json(state: PoolState, offers: Capacity, cloud: str) -> dict[str, A
         "labels": value_json("labels", state.labels),
         "taints": value_json("taints", state.taints),
         "owned": state.owned,
-        "autoscaler_hints": template_json(state.node_template) if state.node_template else None,
+        "autoscaler_hints": template_json(state.autoscaler_hints) if state.autoscaler_hints else None,
         "grows_from_zero": starts_from_zero(hardware.load().clouds[cloud], state),
     }

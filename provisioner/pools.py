@@ -99,7 +99,7 @@ POOL_FIELDS = (
     "labels",
     "taints",
     "edge",
-    "node_template",
+    "autoscaler_hints",
 )
 
 # Fields a pool may leave unset (None) for the cloud to fill in (zones: the cluster's own).
@@ -135,7 +135,7 @@ class PoolState:
     zones: tuple[str, ...] | None = None
     # What the pool's tags tell the cluster autoscaler of a node it has not started yet; None:
     # no hints (a pool that does not autoscale, or whose cloud's autoscaler knows its sharing).
-    node_template: NodeTemplate | None = None
+    autoscaler_hints: NodeTemplate | None = None
     status: PoolStatus = field(default="ready", compare=False)
     nodes: int | None = field(default=None, compare=False)  # nodes now, where the cloud says
     cloud_id: str | None = field(default=None, compare=False)  # the cloud's own ID, where it has one (np-...)

@@ -23,6 +23,7 @@ from provisioner.kube.configmap import NO_KUBE_HINT, ConfigMapPlan
 from provisioner.observe import Observation
 from provisioner.plan import Change, Plan
 from provisioner.pooljson import observed_json, value_json
+from provisioner.pools import CLOUD_DEFAULT_FIELDS
 
 
 def observations_json(observations: Sequence[Observation]) -> list[dict[str, Any]]:
@@ -79,17 +80,7 @@ def plan_text(plan: Plan) -> Text:
             or showing
         ):
             continue
-        lines.append(cluster["cluster"], style="bold").append(f" ({cluster['cloud']})\n")
-        if cluster["error"]:
-            lines.append(f"  could not observe: {cluster['error']}\n", style="red")
-        for pool in cluster["in_progress"]:
-            lines.append(f"  … {pool}: an operation is still running; apply waits for it\n", style="dim")
-        for conflict in cluster["conflicts"]:
-            lines.append(f"  ! {conflict}\n", style="red")
-        if config_map is not None:
-            _config_map_lines(lines, config_map)
-        for change in cluster["changes"]:
-            _change_lines(lines, change)
+        _cluster_lines(lines, cluster, config_map)
     unobserved = [c["cluster"] for c in view["clusters"] if c["error"]]
     observed = len(view["clusters"]) - len(unobserved)
     summary = view["summary"]
@@ -113,6 +104,22 @@ def plan_text(plan: Plan) -> Text:
             style="red",
         )
     return lines
+
+
+def _cluster_lines(lines: Text, cluster: dict[str, Any], config_map: ConfigMapPlan | None) -> None:
+    lines.append(cluster["cluster"], style="bold").append(f" ({cluster['cloud']})\n")
+    if cluster["error"]:
+        lines.append(f"  could not observe: {cluster['error']}\n", style="red")
+    for pool in cluster["in_progress"]:
+        lines.append(f"  … {pool}: an operation is still running; apply waits for it\n", style="dim")
+    for conflict in cluster["conflicts"]:
+        lines.append(f"  ! {conflict}\n", style="red")
+    if config_map is not None:
+        _config_map_lines(lines, config_map)
+    for change in cluster["changes"]:
+        _change_lines(lines, change)
+    for note in cluster["notes"]:
+        lines.append(f"  note: {note['pool']}: {note['note']}\n", style="yellow")
 
 
 def _count(n: int, noun: str) -> str:
@@ -146,11 +153,11 @@ def _change_lines(lines: Text, change: dict[str, Any]) -> None:
     for f in change["fields"]:
         lines.append(f"      {f['field']}: ")
         if action.shows == "after":
-            lines.append(_show(f["after"]))
+            lines.append(_show(f["after"], f["field"]))
         elif action.shows == "before":
-            lines.append(_show(f["before"]), style="red")
+            lines.append(_show(f["before"], f["field"]), style="red")
         else:
-            lines.append(_show(f["before"])).append(" -> ").append(_show(f["after"]))
+            lines.append(_show(f["before"], f["field"])).append(" -> ").append(_show(f["after"], f["field"]))
         if f["forces_replacement"]:
             lines.append("  # forces replacement", style="magenta")
         lines.append("\n")
@@ -179,9 +186,9 @@ def _config_map_lines(lines: Text, config_map: ConfigMapPlan) -> None:
         lines.append(f"{separator}{config_map.summary()}\n")
 
 
-def _show(value: Any) -> str:
-    if value is None:
-        return "(cloud default)"
+def _show(value: Any, field: str) -> str:
+    if value is None:  # unset: the cloud chooses, except where nothing is the value (no hints)
+        return "(cloud default)" if field in CLOUD_DEFAULT_FIELDS else "(none)"
     return value if isinstance(value, str) else json.dumps(value)
 
 

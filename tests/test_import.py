@@ -254,7 +254,7 @@ def test_pools_made_by_hand_are_imported_exactly_adopted_and_keep_their_identity
             assert (c["then"], [f["field"] for f in c["fields"]]) == ("update", ["taints"])
             assert c["fields"][0]["after"] == ["nvidia.com/gpu=present:NoSchedule"]
         elif pool in HINTED:  # adopted, then the autoscaler's hints written in place
-            assert (c["then"], [f["field"] for f in c["fields"]]) == ("update", ["node_template"]), c
+            assert (c["then"], [f["field"] for f in c["fields"]]) == ("update", ["autoscaler_hints"]), c
             assert (c["fields"][0]["before"], c["fields"][0]["after"]["resources"]) == (None, HINTED[pool])
         else:
             assert c["fields"] == [] and "then" not in c, c  # the marker and nothing else
@@ -396,8 +396,8 @@ def _assert_the_same_pools_adopted(
             if (cluster, name) in UPDATED:
                 was = dataclasses.replace(was, taints=(*was.taints, GPU_TAINT))
             if (cluster, name) in HINTED:
-                assert dict(listed[name].node_template.resources) == HINTED[cluster, name]
-                was = dataclasses.replace(was, node_template=listed[name].node_template)
+                assert dict(listed[name].autoscaler_hints.resources) == HINTED[cluster, name]
+                was = dataclasses.replace(was, autoscaler_hints=listed[name].autoscaler_hints)
             assert listed[name] == dataclasses.replace(was, owned=f"{cluster}/{name}" not in SKIPPED)
             assert (listed[name].nodes, listed[name].cloud_id) == (was.nodes, was.cloud_id)
 

@@ -110,6 +110,7 @@ def test_the_plan_text_shows_exactly_what_plan_json_holds():
         "in_progress": ["gcp/c"],
         "errors": ["aws: access denied", "gcp: pool d exists but was not created by provisioner"],
         "kube": [],  # no device-plugin ConfigMap was compared
+        "notes": [],  # no changed pool autoscales
     }
     assert plan.errors == plan.json()["errors"]
     assert report.plan_text(plan).plain == (

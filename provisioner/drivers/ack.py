@@ -372,7 +372,7 @@ def _modify_request(current: PoolState, desired: PoolState, tags_now: dict[str, 
             if current.scaling.autoscaling:
                 request.auto_scaling = cs.ModifyClusterNodePoolRequestAutoScaling(enable=False)
             group["desired_size"] = scaling.min
-    if group or current.node_template != desired.node_template:
+    if group or current.autoscaler_hints != desired.autoscaler_hints:
         # The SDK sends scaling_group.tags as [] when unset, and the list replaces the pool's: give
         # the user's own tags back with the owner tag and the desired hints.
         _, others = read_hint_tags(_hints(), tags_now)
@@ -383,7 +383,7 @@ def _modify_request(current: PoolState, desired: PoolState, tags_now: dict[str, 
 
 def _tags(desired: PoolState) -> dict[str, str]:
     """The ECS tags: the owner tag, and the hints ACK's autoscaler reads from them (clouds.yaml)."""
-    return {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.node_template)}
+    return {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.autoscaler_hints)}
 
 
 def _hints() -> AutoscalerHints | None:
@@ -465,7 +465,7 @@ def _observed(pool: dict[str, Any]) -> PoolState:
         status=_STATUS.get(status.get("state", ""), "changing"),
         nodes=status.get("total_nodes"),
         cloud_id=info.get("nodepool_id"),
-        node_template=read_hint_tags(
+        autoscaler_hints=read_hint_tags(
             _hints(), {tag["key"]: tag.get("value") or "" for tag in group.get("tags") or []}
         )[0],
     )

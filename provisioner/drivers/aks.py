@@ -248,7 +248,7 @@ def _hints() -> AutoscalerHints | None:
 
 def _tags(desired: PoolState) -> dict[str, str]:
     """The owner tag and the autoscaler's hints: AKS applies a pool's tags to its scale set."""
-    return {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.node_template)}
+    return {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.autoscaler_hints)}
 
 
 def _properties(desired: PoolState) -> dict[str, Any]:
@@ -308,7 +308,7 @@ def _observed(pool: Any) -> PoolState:
         status=_STATUS.get(_text(pool.provisioning_state) or "", "changing"),
         nodes=pool.count,
         zones=tuple(pool.availability_zones) if pool.availability_zones else None,
-        node_template=template,
+        autoscaler_hints=template,
     )
 
 

@@ -130,14 +130,14 @@ class EksDriver:
             },
             "labels": desired.label_map,
             "taints": [_taint(t) for t in desired.taints],
-            "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.node_template)},
+            "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.autoscaler_hints)},
         }
         if desired.disk_size_gb is not None:
             request["diskSize"] = desired.disk_size_gb
         with _sdk_errors():
             self._client(cluster).create_nodegroup(**request)
         described = self._wait_active(cluster, desired.name, f"creating node group {desired.name}")
-        self._tag_groups(cluster, described, hint_tags(_hints(), desired.node_template), {})
+        self._tag_groups(cluster, described, hint_tags(_hints(), desired.autoscaler_hints), {})
         return self._read(cluster, desired.name)
 
     def update_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
@@ -170,8 +170,8 @@ class EksDriver:
                     clusterName=cluster.name, nodegroupName=desired.name, **changes
                 )["update"]
             self._wait_update(cluster, desired.name, update, f"updating node group {desired.name}")
-        if current.node_template != desired.node_template:
-            self._retag(cluster, described, desired.node_template)
+        if current.autoscaler_hints != desired.autoscaler_hints:
+            self._retag(cluster, described, desired.autoscaler_hints)
         return self._read(cluster, desired.name)
 
     def adopt_pool(self, cluster: ClusterRef, name: str) -> PoolState:
@@ -371,7 +371,7 @@ def _observed(group: dict[str, Any]) -> PoolState:
         owned=(group.get("tags") or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(group.get("status", ""), "changing"),
         nodes=scaling.get("desiredSize"),
-        node_template=read_hint_tags(_hints(), group.get("tags") or {})[0],
+        autoscaler_hints=read_hint_tags(_hints(), group.get("tags") or {})[0],
     )
 
 

@@ -196,6 +196,7 @@ class CloudProfile:
     # None: its autoscaler knows a pool's GPU sharing itself (GKE), or the tool knows no hints.
     autoscaler_hints: AutoscalerHints | None = None
     autoscaler_knows_sharing: bool = False
+    autoscaler_renamed_gpu_note: str | None = None  # what plan says of a pool of renamed GPU slices
 
     @property
     def edge_pools(self) -> bool:
@@ -324,6 +325,7 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         zones_refusal=row.get("zones", {}).get("refused"),
         autoscaler_hints=_hints(row["autoscaler"]["hints"]) if "hints" in row["autoscaler"] else None,
         autoscaler_knows_sharing=row["autoscaler"].get("knowsSharing", False),
+        autoscaler_renamed_gpu_note=row["autoscaler"].get("renamedGpuNote"),
     )
 
 

@@ -206,7 +206,7 @@ def test_pools_made_with_the_seeds_commands_are_imported_adopted_and_catalogued(
     assert fields == {
         "a100-40-mig-1g5gb": ["taints"],
         "a100-40-frac-10": ["taints"],
-        "g5-ts-10": ["taints", "node_template"],
+        "g5-ts-10": ["taints", "autoscaler_hints"],
     }
     assert (
         "aws/g5-ts-10: adopting it updates it in place: taint nvidia.com/gpu=present:NoSchedule added; "

@@ -37,7 +37,7 @@ def is_auto_scaling(request: Request) -> bool:
 def members(form: Any, name: str) -> Iterator[str]:
     """`name.member.1`, `name.member.2`, ... as the query protocol flattens a list."""
     index = 1
-    while f"{name}.member.{index}" in form:
+    while any(key == f"{name}.member.{index}" or key.startswith(f"{name}.member.{index}.") for key in form):
         yield f"{name}.member.{index}"
         index += 1
 

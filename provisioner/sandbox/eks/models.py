@@ -250,6 +250,24 @@ class EksBackend:
             group.tags = merged
         return True
 
+    def untag_nodegroup(self, arn: str, keys: list[str]) -> bool:
+        """UntagResource on a node group's ARN (keys it does not hold are no error, as in AWS);
+        False where `arn` names no node group."""
+        from moto.eks.models import eks_backends
+
+        named = NODEGROUP_ARN.match(arn)
+        if named is None:
+            return False
+        if not keys:
+            raise InvalidParameterException("tagKeys must hold at least one key.")
+        with self.engine.lock:
+            found = eks_backends[self.account][self.region].clusters.get(named["cluster"])
+            group = found.nodegroups.get(named["name"]) if found is not None else None
+            if group is None or group.arn != arn:
+                raise ResourceNotFoundException(f"No node group found for ARN: {arn}.")
+            group.tags = {k: v for k, v in (group.tags or {}).items() if k not in keys}
+        return True
+
     def nodegroups(self, cluster: str) -> dict[str, dict[str, Any]]:
         """`cluster`'s node groups that have nodes, as moto holds them (the sandbox's Kubernetes
         API reads them): those still CREATING have none yet, those DELETING are gone from moto."""

@@ -166,6 +166,11 @@ class EksHandlers:
             return json_response({})
         return self._forward(request)
 
+    def untag(self, request: Request, arn: str) -> Response:
+        if self._backend(request).untag_nodegroup(arn, request.args.getlist("tagKeys")):
+            return json_response({})
+        return self._forward(request)
+
     def delete(self, request: Request, cluster: str, nodegroup: str) -> Response:
         key, backend = (cluster, nodegroup), self._backend(request)
         backend.ensure_idle(key)

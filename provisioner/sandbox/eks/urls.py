@@ -18,6 +18,7 @@ ROUTES = Map(
         Rule("/clusters/<cluster>/updates/<update>", methods=["GET"], endpoint="describe_update"),
         # TagResource: moto tags clusters only (its tag_resource says so); node groups are served here.
         Rule("/tags/<path:arn>", methods=["POST"], endpoint="tag"),
+        Rule("/tags/<path:arn>", methods=["DELETE"], endpoint="untag"),
         Rule("/<path:rest>", endpoint="moto"),
     ],
     strict_slashes=False,
