@@ -1,4 +1,10 @@
-"""Garbage collection kept off the objects a process already holds while many answers come in."""
+"""Garbage collection kept off the objects a process already holds while many answers come in.
+
+Why: a plan or sync of a few hundred clusters holds the imported SDKs (about 1,650 modules), the
+fleet and its compiled pools, and takes in thousands of small answers whose garbage triggers full
+collections; each walks everything held (0.1 s at 10,000 pools, compile.py), in the middle of
+listings that take about 100 ms on a real cloud. Frozen, they are left out of every collection.
+"""
 
 from __future__ import annotations
 
