@@ -4,12 +4,11 @@ on one loopback port, served by `sandbox serve` and named in DIR/kubeconfig.
 Split as the cloud emulators are (moto's split): `models` the state's façade (KubeCluster),
 composing `nodes` (computed from the cloud emulators' pools), `pods` (stored, bound by
 `scheduling`, admitted by the kubelet), `events`, `autoscaler` (with `nodegroups` and `templates`:
-each cloud's node groups and template nodes), `configmaps` (stored) with `fields` (their
-server-side apply field ownership) and
-`objects` (metadata and resourceVersion they share); `rules` what the GPU stack of each cloud
-advertises, `clouds` one adapter per cloud reading its emulator's pools, `exceptions` one class per
-Status reason, `responses` the wire format and `urls` the routes. Like the clouds' emulators, it
-imports nothing of the tool outside provisioner.sandbox at run time.
+each cloud's node groups and template nodes), `configmaps` (stored) with `fields` (their server-
+side apply field ownership) and `objects` (metadata and resourceVersion they share); `rules` what
+the GPU stack of each cloud advertises, `clouds` one adapter per cloud reading its emulator's
+pools, `exceptions` one class per Status reason, `responses` the wire format and `urls` the routes.
+Like the clouds' emulators, it imports nothing of the tool outside provisioner.sandbox at run time.
 """
 
 from __future__ import annotations
