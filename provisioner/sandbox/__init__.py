@@ -57,6 +57,7 @@ class Emulator(Protocol):
     """One cloud's emulator, as `sandbox serve` runs it."""
 
     app: Any  # the WSGI application serving the cloud's API
+    engine: Any  # its Engine: the clock and op_seconds its pools' nodes join by
 
     def add_cluster(self, cluster: ClusterAddress, url: str) -> None:
         """Create `cluster` with the system pool every real cluster has, which the tool does not own."""

@@ -12,7 +12,7 @@ from pathlib import Path
 from provisioner.sandbox import EMULATORS, Emulator, SeededCluster
 from provisioner.sandbox.endpoints import remove_endpoints, write_endpoints
 from provisioner.sandbox.engine import Engine
-from provisioner.sandbox.kube import KUBECONFIG_FILE, KubeEmulator
+from provisioner.sandbox.kube import KUBECONFIG_FILE, SCALE_DOWN_DELAY, SCAN_INTERVAL, KubeEmulator
 from provisioner.sandbox.kube.tls import make_certificate
 from provisioner.sandbox.serving import RunningServer, serve_in_thread
 
@@ -23,6 +23,8 @@ class SandboxSettings:
     op_seconds: float = 0.0  # how long each pool operation takes
     fault_rate: float = 0.0  # share of requests answered 429 (with Retry-After) or 503
     seed: int | None = None  # for the fault draws, so a flaky run can be repeated
+    scan_interval: float = SCAN_INTERVAL  # seconds between the clusters' autoscaler scans
+    scale_down_delay: float = SCALE_DOWN_DELAY  # seconds a node is idle before the autoscaler removes it
 
 
 @dataclass
@@ -55,7 +57,12 @@ class Sandbox:
             self.engines[cloud], self.emulators[cloud] = engine, emulator
             self.servers[cloud] = serve_in_thread(emulator.app)
         # Injected faults are the clouds' (429/503, as their APIs throttle); the Kubernetes API draws none.
-        self.kube = KubeEmulator(Engine(seed=self.settings.seed), self.settings.latency_ms / 1000)
+        self.kube = KubeEmulator(
+            Engine(seed=self.settings.seed),
+            self.settings.latency_ms / 1000,
+            self.settings.scan_interval,
+            self.settings.scale_down_delay,
+        )
         for cluster in clusters:
             self.emulators[cluster.cloud].add_cluster(cluster.ref, self.servers[cluster.cloud].url)
             self.kube.add_cluster(cluster, self.emulators[cluster.cloud])
@@ -65,10 +72,13 @@ class Sandbox:
         for engine in self.engines.values():
             engine.op_seconds = self.settings.op_seconds
             engine.fault_rate = self.settings.fault_rate
+        self.kube.start_autoscaler()
         write_endpoints(self.directory, self.endpoints)
         return self
 
     def stop(self) -> None:
+        if self.kube is not None:
+            self.kube.stop_autoscaler()
         remove_endpoints(self.directory)
         self.kubeconfig.unlink(missing_ok=True)
         # Each server notices a shutdown only at its next poll (half a second): stop them together.

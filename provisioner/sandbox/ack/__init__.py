@@ -18,6 +18,7 @@ class AckEmulator:
         from provisioner.sandbox.ack import responses
         from provisioner.sandbox.ack.models import AckBackends
 
+        self.engine = engine  # its clock and op_seconds (the Kubernetes API's autoscaler reads them)
         self.backends: AckBackends = AckBackends(engine)
         self.app: Any = responses.app(self.backends, latency)
 

@@ -110,6 +110,7 @@ class NodePool:
     runtime: str = "containerd"
     auto_scaling: AutoScaling = AutoScaling()
     is_default: bool = False
+    scaled_size: int | None = None  # ECS nodes the cluster autoscaler keeps, where it runs
     state: str = "initial"  # initial, active, updating, scaling, deleting, failed
     created: str = ""  # nodepool_info.created, ISO 8601, set when the pool is created
 
@@ -118,7 +119,12 @@ class NodePool:
         """ECS nodes now: the autoscaler's minimum, or the desired size; edge nodes join by hand."""
         if self.type == "edge":
             return 0
-        return self.auto_scaling.min_instances if self.auto_scaling.enable else self.desired_size
+        scaling = self.auto_scaling
+        if not scaling.enable:
+            return self.desired_size
+        if self.scaled_size is None:
+            return scaling.min_instances
+        return max(scaling.min_instances, min(scaling.max_instances, self.scaled_size))
 
 
 @dataclass
@@ -253,6 +259,13 @@ class AckBackend:
                 )
             cluster.pools[nodepool_id] = replace(current, state="deleting")
             return self._begin(cluster, nodepool_id, "nodepool_delete", lambda: None)
+
+    def autoscale_pool(self, cluster_id: str, nodepool_id: str, nodes: int) -> None:
+        """The cluster autoscaler resized the pool's scaling group to `nodes` ECS nodes."""
+        with self.engine.lock:
+            cluster = self._cluster(cluster_id)
+            pool = self._pool(cluster, nodepool_id)
+            cluster.pools[nodepool_id] = replace(pool, scaled_size=nodes)
 
     # State
 

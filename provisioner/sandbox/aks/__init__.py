@@ -18,6 +18,7 @@ class AksEmulator:
         from provisioner.sandbox.aks import responses
         from provisioner.sandbox.aks.models import AksBackend
 
+        self.engine = engine  # its clock and op_seconds (the Kubernetes API's autoscaler reads them)
         self.backends: BackendDict[AksBackend] = BackendDict(
             lambda subscription, group: AksBackend(engine, subscription, group)
         )

@@ -187,6 +187,13 @@ class AksBackend:
                 finish=lambda: pools.pop(name, None),
             )
 
+    def autoscale_pool(self, cluster: str, name: str, count: int) -> None:
+        """The cluster autoscaler resized the pool's scale set: `count` nodes, no agentPool
+        operation (it scales the VMSS itself; the pool's count then reports it)."""
+        with self.engine.lock:
+            pool = self._pool(cluster, name)
+            self._pools(cluster)[name] = {**pool, "count": count}
+
     # Rules
 
     def _normalised(self, properties: dict[str, Any]) -> dict[str, Any]:

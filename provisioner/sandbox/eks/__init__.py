@@ -19,10 +19,17 @@ class EksEmulator:
         from provisioner.sandbox.eks import responses
         from provisioner.sandbox.eks.models import EksBackend
 
+        self.engine = engine  # its clock and op_seconds (the Kubernetes API's autoscaler reads them)
         self.backends: BackendDict[EksBackend] = BackendDict(
             lambda account, region: EksBackend(engine, account, region)
         )
         self.app: Any = responses.app(engine, self.backends, latency)
+
+    def backend(self, region: str) -> EksBackend:
+        """The region's backend (the Kubernetes API's autoscaler resizes node groups through it)."""
+        from moto.core import DEFAULT_ACCOUNT_ID
+
+        return self.backends[DEFAULT_ACCOUNT_ID][region]
 
     def nodegroups(self, region: str, cluster: str) -> dict[str, dict[str, Any]]:
         """`cluster`'s node groups with nodes, as this emulator holds them (for the Kubernetes API)."""

@@ -186,6 +186,17 @@ class EksBackend:
         scaling = self.nodegroups(group.cluster).get(group.nodegroup, {}).get("scalingConfig", {})
         return scaling.get("minSize", 0), scaling.get("maxSize", 0), scaling.get("desiredSize", 0)
 
+    def autoscale_nodegroup(self, cluster: str, nodegroup: str, desired: int) -> None:
+        """The cluster autoscaler set the group's desired capacity (SetDesiredCapacity); EKS
+        reports it as the node group's scalingConfig.desiredSize."""
+        from moto.eks.models import eks_backends
+
+        with self.engine.lock:
+            found = eks_backends[self.account][self.region].clusters.get(cluster)
+            group = found.nodegroups.get(nodegroup) if found is not None else None
+            if group is not None:
+                group.scaling_config = {**(group.scaling_config or {}), "desiredSize": desired}
+
     def group_of(self, cluster: str, nodegroup: str) -> AutoScalingGroup | None:
         with self.engine.lock:
             return next(

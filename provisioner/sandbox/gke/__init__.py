@@ -18,6 +18,7 @@ class GkeEmulator:
         from provisioner.sandbox.gke import responses
         from provisioner.sandbox.gke.models import GkeBackend
 
+        self.engine = engine  # its clock and op_seconds (the Kubernetes API's autoscaler reads them)
         self.backends: BackendDict[GkeBackend] = BackendDict(
             lambda project, location: GkeBackend(engine, project, location)
         )

@@ -286,6 +286,13 @@ class GkeBackend:
                 cluster, name, "update", replace(self._pool(cluster, name), node_count=node_count)
             )
 
+    def autoscale_pool(self, cluster: str, name: str, node_count: int) -> None:
+        """The cluster autoscaler resized the pool's instance groups: `node_count` nodes in each
+        zone, no node-pool operation (it resizes the groups itself)."""
+        with self.engine.lock:
+            pools = self._pools(cluster)
+            pools[name] = replace(self._pool(cluster, name), node_count=node_count)
+
     def delete_pool(self, cluster: str, name: str) -> Operation:
         with self.engine.lock:
             pools = self._pools(cluster)

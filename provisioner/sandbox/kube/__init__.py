@@ -2,16 +2,18 @@
 on one loopback port, served by `sandbox serve` and named in DIR/kubeconfig.
 
 Split as the cloud emulators are (moto's split): `models` the state's façade (KubeCluster),
-composing `nodes` (computed from the cloud emulators' pools), `pods` (stored, admitted by the
-kubelet), `configmaps` (stored) with `fields` (their server-side apply field ownership) and
-`objects` (metadata and resourceVersion they share); `rules` what the GPU stack of each cloud
-advertises, `clouds` one adapter per cloud reading its emulator's pools, `exceptions` one class per
-Status reason, `responses` the wire format and `urls` the routes. Like the clouds' emulators, it
-imports nothing of the tool outside provisioner.sandbox at run time.
+composing `nodes` (computed from the cloud emulators' pools), `pods` (stored, bound by
+`scheduling`, admitted by the kubelet), `events`, `autoscaler` (with `nodegroups` and `templates`:
+each cloud's node groups and template nodes), `configmaps` (stored) with `fields` (their server-
+side apply field ownership) and `objects` (metadata and resourceVersion they share); `rules` what
+the GPU stack of each cloud advertises, `clouds` one adapter per cloud reading its emulator's
+pools, `exceptions` one class per Status reason, `responses` the wire format and `urls` the routes.
+Like the clouds' emulators, it imports nothing of the tool outside provisioner.sandbox at run time.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,15 +24,51 @@ if TYPE_CHECKING:
     from provisioner.sandbox.kube.models import KubeCluster, KubeClusters
 
 KUBECONFIG_FILE = "kubeconfig"
+# The sandbox's cluster autoscaler scans every half second and removes a node idle for 5 s
+# (cluster-autoscaler's defaults: --scan-interval 10s, --scale-down-unneeded-time 10m).
+SCAN_INTERVAL = 0.5
+SCALE_DOWN_DELAY = 5.0
 
 
 class KubeEmulator:
-    def __init__(self, engine: Engine, latency: float = 0.0):
+    def __init__(
+        self,
+        engine: Engine,
+        latency: float = 0.0,
+        scan_interval: float = SCAN_INTERVAL,
+        scale_down_delay: float = SCALE_DOWN_DELAY,
+    ):
         from provisioner.sandbox.kube import responses
         from provisioner.sandbox.kube.models import KubeClusters
 
-        self.clusters: KubeClusters = KubeClusters()
+        self.clusters: KubeClusters = KubeClusters(scale_down_delay)
         self.app: Any = responses.app(engine, self.clusters, latency)
+        self.scan_interval = scan_interval
+        self._stop = threading.Event()
+        self._scanner: threading.Thread | None = None
+
+    def start_autoscaler(self) -> None:
+        """Scan every cluster each scan interval, from a daemon thread, until `stop_autoscaler`."""
+        self._stop.clear()
+        self._scanner = threading.Thread(target=self._scan_forever, name="sandbox-autoscaler", daemon=True)
+        self._scanner.start()
+
+    def stop_autoscaler(self) -> None:
+        self._stop.set()
+        if self._scanner is not None:
+            self._scanner.join()
+            self._scanner = None
+
+    def _scan_forever(self) -> None:
+        import logging
+        import traceback
+
+        while not self._stop.wait(self.scan_interval):
+            for cluster in list(self.clusters.clusters.values()):
+                try:
+                    cluster.scan()
+                except Exception:  # a bug in one scan: logged, the next scan goes on
+                    logging.getLogger(__name__).error("autoscaler scan failed:\n%s", traceback.format_exc())
 
     def add_cluster(self, target: SeededCluster, cloud_emulator: Any) -> KubeCluster:
         """Serve `target`'s API, its nodes read from `cloud_emulator` (the cluster's cloud's)."""

@@ -2,7 +2,9 @@
 call. It holds the cluster's lock and composes its parts, each one idea:
 
 - nodes.py: nodes computed from the cloud emulator's pools, and what kubectl changed on them;
-- pods.py: stored pods, admitted or refused by their node's kubelet;
+- pods.py: stored pods, bound by the scheduler (scheduling.py), admitted or refused by the kubelet;
+- events.py: the events the scheduler and the autoscaler record about pods;
+- autoscaler.py: the cluster autoscaler, scanning from KubeEmulator's thread;
 - configmaps.py: stored ConfigMaps, their field ownership kept by fields.py (server-side apply);
 - objects.py: what they share, new objects' metadata and the cluster's resourceVersion.
 """
@@ -13,8 +15,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from provisioner.sandbox.kube.autoscaler import ClusterAutoscaler
 from provisioner.sandbox.kube.clouds import ADAPTERS
 from provisioner.sandbox.kube.configmaps import ConfigMaps
+from provisioner.sandbox.kube.events import Events
 from provisioner.sandbox.kube.exceptions import NotFound
 from provisioner.sandbox.kube.nodes import Nodes
 from provisioner.sandbox.kube.objects import Revisions
@@ -30,7 +34,7 @@ class KubeCluster:
     """One fleet cluster's Kubernetes API: nodes from its cloud's pools, stored pods and ConfigMaps.
     Every request holds the cluster's lock while its part answers."""
 
-    def __init__(self, target: SeededCluster, emulator: Any):
+    def __init__(self, target: SeededCluster, emulator: Any, scale_down_delay: float = 10 * 60):
         self.name = target.name
         self.ref = target.ref
         self.lock = threading.RLock()
@@ -39,7 +43,26 @@ class KubeCluster:
         self._nodes = Nodes(
             ADAPTERS[target.ref.cloud](emulator, target.ref), self._config_maps, self._revisions
         )
-        self._pods = Pods(self._nodes, self._revisions)
+        self._events = Events(self._revisions)
+        self._pods = Pods(self._nodes, self._revisions, self._events)
+        engine = emulator.engine
+        self._autoscaler = ClusterAutoscaler(
+            self._nodes, self._pods, self._events, scale_down_delay, lambda: engine.op_seconds
+        )
+
+    def scan(self) -> None:
+        """One cluster-autoscaler loop (KubeEmulator's thread runs one per scan interval). None
+        until the cluster's first pod: before it nothing is pending or was run, and a scan would
+        see the pools first, numbering their nodes' subnets before the API's first listing does."""
+        with self.lock:
+            if self._pods.created:
+                self._autoscaler.scan()
+
+    def list_events(
+        self, namespace: str | None, label_selector_text: str = "", field_selector_text: str = ""
+    ) -> list[dict[str, Any]]:
+        with self.lock:
+            return self._events.matching(namespace, label_selector_text, field_selector_text)
 
     @property
     def version(self) -> str:
@@ -49,7 +72,11 @@ class KubeCluster:
     def namespaces(self) -> set[str]:
         """The namespaces something is stored in."""
         with self.lock:
-            return {ns for ns, _ in self._config_maps.stored} | {ns for ns, _ in self._pods.stored}
+            return (
+                {ns for ns, _ in self._config_maps.stored}
+                | {ns for ns, _ in self._pods.stored}
+                | {key[0] for key in self._events.stored}
+            )
 
     def dry_run(self, change: Callable[[], T]) -> T:
         """What `change` (to ConfigMaps) gives, keeping nothing of it (?dryRun=All)."""
@@ -168,11 +195,14 @@ class KubeCluster:
 class KubeClusters:
     """Every fleet cluster's API, by the fleet's name for it."""
 
-    def __init__(self) -> None:
+    def __init__(self, scale_down_delay: float = 10 * 60) -> None:
         self.clusters: dict[str, KubeCluster] = {}
+        self.scale_down_delay = scale_down_delay
 
     def add(self, target: SeededCluster, emulator: Any) -> KubeCluster:
-        return self.clusters.setdefault(target.name, KubeCluster(target, emulator))
+        if target.name not in self.clusters:
+            self.clusters[target.name] = KubeCluster(target, emulator, self.scale_down_delay)
+        return self.clusters[target.name]
 
     def __getitem__(self, name: str) -> KubeCluster:
         try:

@@ -79,6 +79,13 @@ class Nodes:
             del self._seen[gone]
         return nodes
 
+    def pools(self) -> list[Pool]:
+        """The cloud's pools as Kubernetes sees them, their nodes by name."""
+        return self.source.pools(self._slot)
+
+    def pools_by_name(self) -> dict[str, Pool]:
+        return {pool.name: pool for pool in self.pools()}
+
     def get(self, name: str) -> dict[str, Any]:
         try:
             return self.all()[name]

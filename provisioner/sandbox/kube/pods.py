@@ -1,7 +1,8 @@
 """The cluster's pods: stored, and admitted or refused by their node's kubelet as they are bound.
 
-No scheduler runs yet: a pod created with spec.nodeName is bound there at once; one without stays
-Pending.
+A pod created with spec.nodeName is bound there at once; one without is bound by the scheduler
+(scheduling.py) to a Ready node it fits, or left Pending and Unschedulable, with a FailedScheduling
+event, and tried again when the nodes change (`retry`).
 """
 
 from __future__ import annotations
@@ -9,36 +10,30 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from provisioner.sandbox.kube.events import SCHEDULER, Events
 from provisioner.sandbox.kube.exceptions import AlreadyExists, Invalid, NotFound
 from provisioner.sandbox.kube.nodes import Nodes
 from provisioner.sandbox.kube.objects import Key, Revisions, new_object, now
+from provisioner.sandbox.kube.scheduling import failures, fit_error, is_ready, pod_requests
 from provisioner.sandbox.kube.selectors import field_selector, label_selector
+
+__all__ = ["FINISHED_PHASES", "Pods", "pod_requests"]
 
 FINISHED_PHASES = ("Succeeded", "Failed")
 POD_FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
-
-
-def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
-    """Extended resources a pod requests: per container, requests, or limits where requests are
-    not given (extended resources may not be overcommitted: requests equal limits)."""
-    total: dict[str, int] = {}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        for name, quantity in wanted.items():
-            if "/" in name:
-                total[name] = total.get(name, 0) + int(str(quantity))
-    return total
 
 
 class Pods:
     """Create, read, list, finish and delete pods; the caller holds the cluster's lock. A stored pod
     is replaced whole, never changed, so a list handed out stays as it was read."""
 
-    def __init__(self, nodes: Nodes, revisions: Revisions) -> None:
+    def __init__(self, nodes: Nodes, revisions: Revisions, events: Events) -> None:
         self.nodes = nodes
         self.revisions = revisions
+        self.events = events
         self.stored: dict[Key, dict[str, Any]] = {}
+        self._nodes_seen = ""  # the nodes' versions when pending pods were last tried
+        self.created = 0  # pods ever created
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         try:
@@ -80,10 +75,87 @@ class Pods:
             )
         if (namespace, name) in self.stored:
             raise AlreadyExists.of("pods", name)
-        pod["status"] = self._admit(pod)
+        self.created += 1
+        nodes = self.nodes.all()
+        if not pod["spec"].get("nodeName"):
+            pod["status"] = {"phase": "Pending"}
+            self._bind(pod, nodes)
+        pod["status"] = self._admit(pod, nodes) if pod["spec"].get("nodeName") else pod["status"]
         pod["metadata"]["resourceVersion"] = self.revisions.next()
         self.stored[(namespace, name)] = pod
+        if not pod["spec"].get("nodeName"):
+            self._failed_scheduling(pod)
         return copy.deepcopy(pod)
+
+    def unschedulable(self) -> list[dict[str, Any]]:
+        """Pods the scheduler could not bind, oldest first (the autoscaler reads them)."""
+        return [
+            p
+            for p in sorted(self.stored.values(), key=lambda p: int(p["metadata"]["resourceVersion"]))
+            if not p["spec"].get("nodeName") and p["status"].get("phase") == "Pending"
+        ]
+
+    def retry(self) -> None:
+        """Try the unschedulable pods again where the nodes changed since the last try (a node
+        joined, left, or changed what it offers), as the scheduler requeues them on node events."""
+        nodes = self.nodes.all()
+        seen = ",".join(f"{n}={node['metadata']['resourceVersion']}" for n, node in sorted(nodes.items()))
+        if seen == self._nodes_seen:
+            return
+        self._nodes_seen = seen
+        for pod in self.unschedulable():
+            bound = copy.deepcopy(pod)
+            if not self._bind(bound, nodes):
+                continue
+            bound["status"] = self._admit(bound, nodes)
+            bound["metadata"]["resourceVersion"] = self.revisions.next()
+            self.stored[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = bound
+
+    def held(self, node_name: str) -> tuple[dict[str, int], int]:
+        """What the active pods bound to `node_name` hold of its extended resources, and how many."""
+        active = [
+            p
+            for p in self.stored.values()
+            if p["spec"].get("nodeName") == node_name and p["status"].get("phase") not in FINISHED_PHASES
+        ]
+        total: dict[str, int] = {}
+        for p in active:
+            for resource, quantity in pod_requests(p).items():
+                total[resource] = total.get(resource, 0) + quantity
+        return total, len(active)
+
+    def _bind(self, pod: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> bool:
+        """Bind `pod` to the first Ready node, by name, that it fits (the sandbox does not score
+        nodes); else mark it Unschedulable with the scheduler's message."""
+        per_node: dict[str, list[str]] = {}
+        for name, node in sorted(nodes.items()):
+            if not is_ready(node):
+                per_node[name] = ["node(s) had untolerated taint {node.kubernetes.io/not-ready: }"]
+                continue
+            reasons = failures(pod, node, *self.held(name))
+            if not reasons:
+                pod["spec"]["nodeName"] = name
+                return True
+            per_node[name] = reasons
+        message = fit_error(per_node)
+        pod["status"] = {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now(),
+                }
+            ],
+        }
+        return False
+
+    def _failed_scheduling(self, pod: dict[str, Any]) -> None:
+        message = pod["status"]["conditions"][0]["message"]
+        self.events.record(pod, "Warning", "FailedScheduling", message, SCHEDULER)
 
     def finish(self, namespace: str, name: str, phase: str = "Succeeded") -> None:
         """The pod's containers ended: it holds nothing on its node any more (test helper)."""
@@ -98,14 +170,15 @@ class Pods:
     def delete(self, namespace: str, name: str) -> dict[str, Any]:
         pod = self.get(namespace, name)
         del self.stored[(namespace, name)]
+        self.events.forget(namespace, pod["metadata"]["uid"])
         self.revisions.next()
         return pod
 
-    def _admit(self, pod: dict[str, Any]) -> dict[str, Any]:
+    def _admit(self, pod: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """The kubelet's admission of a pod bound to its node (kubelet lifecycle predicate:
         `Node didn't have enough resource: <name>, requested: N, used: N, capacity: N`)."""
         node_name = pod["spec"].get("nodeName")
-        node = self.nodes.all().get(node_name or "")
+        node = nodes.get(node_name or "")
         if node is None:
             return {"phase": "Pending"}
         allocatable = node["status"]["allocatable"]

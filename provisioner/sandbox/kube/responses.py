@@ -162,8 +162,12 @@ class KubeHandlers:
         return _list("Namespace", cluster, [self._namespace(name) for name in names])
 
     def list_events(self, request: Request, cluster: KubeCluster, namespace: str | None = None) -> Response:
-        """The sandbox records no events (kubectl describe lists them)."""
-        return _list("Event", cluster, [])
+        """What the scheduler and the autoscaler recorded (kubectl describe pod asks by
+        involvedObject fields)."""
+        events = cluster.list_events(
+            namespace, request.args.get("labelSelector", ""), request.args.get("fieldSelector", "")
+        )
+        return _list("Event", cluster, events, request)
 
     # Nodes
 
