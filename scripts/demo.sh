@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job end to end on the built-in sandbox: start it, seed examples/fleet.yaml, plan,
 # apply, show the pools, plan again (no changes), verify the nodes, sync the catalog and show its
-# capacity, place a 4 GiB request, serve
+# capacity, place a 4 GiB request, place a pod on a pool at zero and watch it scale up, serve
 # the catalog over HTTP for a few seconds (fetching /api/capacity), stop.
 set -euo pipefail
 
@@ -56,6 +56,28 @@ step provisioner catalog inspect
 
 step provisioner place --gpu-memory 4GiB --cloud ack
 "$provisioner" place --gpu-memory 4GiB --cloud ack
+
+# A pool at zero nodes starts for a placed pod: the autoscaler reads the hints apply wrote.
+manifest="examples/manifests/notebook.yaml"
+step provisioner place --gpu-memory 2GB --cloud eks --manifest "$manifest" '>' "$sandbox/notebook.yaml"
+"$provisioner" place --gpu-memory 2GB --cloud eks --manifest "$manifest" > "$sandbox/notebook.yaml"
+cat "$sandbox/notebook.yaml"
+if command -v kubectl >/dev/null; then
+  kube=(kubectl --kubeconfig "$sandbox/kubeconfig" --context aws-ml)
+  step kubectl apply -f "$sandbox/notebook.yaml"
+  "${kube[@]}" apply -f "$sandbox/notebook.yaml"
+  "${kube[@]}" get pod notebook
+  for _ in $(seq 50); do  # Pending until the autoscaler's node joins (--op-seconds)
+    "${kube[@]}" get pod notebook --no-headers | grep -q Running && break
+    sleep 0.2
+  done
+  step kubectl get pod notebook '&&' kubectl get nodes -L eks.amazonaws.com/nodegroup '&&' kubectl get events
+  "${kube[@]}" get pod notebook
+  "${kube[@]}" get nodes -L eks.amazonaws.com/nodegroup
+  "${kube[@]}" get events
+else
+  echo "(kubectl is not installed: skipped)"
+fi
 
 step provisioner catalog serve --port 0 '&'
 "$provisioner" catalog serve --port 0 > "$sandbox/serve.log" 2>&1 &

@@ -8,7 +8,7 @@ from typing import Any
 
 from provisioner.sandbox.kube import fields
 from provisioner.sandbox.kube.exceptions import AlreadyExists, BadRequest, Conflict, Invalid, NotFound
-from provisioner.sandbox.kube.objects import Key, Revisions, new_object, now, same_object
+from provisioner.sandbox.kube.objects import Key, Revisions, merge_patch, new_object, now, same_object
 from provisioner.sandbox.kube.selectors import field_selector, label_selector
 
 CONFIG_MAP_FIELDS = ("metadata.name", "metadata.namespace")
@@ -80,7 +80,7 @@ class ConfigMaps:
         current = self.stored.get((namespace, name))
         if current is None:
             raise NotFound.of("configmaps", name)
-        merged = _merge(copy.deepcopy(current), patch)
+        merged = merge_patch(copy.deepcopy(current), patch)
         merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         return self.replace(namespace, name, merged, manager)
 
@@ -160,16 +160,3 @@ def _check(obj: dict[str, Any]) -> None:
 
 def _meta_fields(obj: dict[str, Any]) -> dict[str, str]:
     return {"metadata.name": obj["metadata"]["name"], "metadata.namespace": obj["metadata"]["namespace"]}
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    if not isinstance(target, dict):
-        target = {}
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        else:
-            target[key] = _merge(target.get(key), value)
-    return target

@@ -25,7 +25,7 @@ RESOURCES: dict[str, tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]] = 
     "events": ("Event", "event", True, ("list",), ("ev",)),
     "namespaces": ("Namespace", "namespace", False, ("get", "list"), ("ns",)),
     "nodes": ("Node", "node", False, ("get", "list", "patch"), ("no",)),
-    "pods": ("Pod", "pod", True, ("create", "delete", "get", "list"), ("po",)),
+    "pods": ("Pod", "pod", True, ("create", "delete", "get", "list", "patch"), ("po",)),
 }
 
 

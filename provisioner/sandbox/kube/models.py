@@ -145,6 +145,10 @@ class KubeCluster:
         with self.lock:
             return self._pods.create(namespace, body)
 
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            return self._pods.patch(namespace, name, patch)
+
     def delete_pod(self, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
             return self._pods.delete(namespace, name)

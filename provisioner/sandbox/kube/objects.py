@@ -74,3 +74,17 @@ def same_object(namespace: str, name: str, body: dict[str, Any]) -> dict[str, An
         )
     metadata["name"], metadata["namespace"] = name, namespace
     return obj
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: maps merge, null removes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if not isinstance(target, dict):
+        target = {}
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = merge_patch(target.get(key), value)
+    return target

@@ -8,12 +8,13 @@ event, and tried again when the nodes change (`retry`).
 from __future__ import annotations
 
 import copy
+import hashlib
 from typing import Any
 
 from provisioner.sandbox.kube.events import SCHEDULER, Events
 from provisioner.sandbox.kube.exceptions import AlreadyExists, Invalid, NotFound
 from provisioner.sandbox.kube.nodes import Nodes
-from provisioner.sandbox.kube.objects import Key, Revisions, new_object, now
+from provisioner.sandbox.kube.objects import Key, Revisions, merge_patch, new_object, now
 from provisioner.sandbox.kube.scheduling import failures, fit_error, is_ready, pod_requests
 from provisioner.sandbox.kube.selectors import field_selector, label_selector
 
@@ -135,6 +136,10 @@ class Pods:
             reasons = failures(pod, node, *self.held(name))
             if not reasons:
                 pod["spec"]["nodeName"] = name
+                where = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+                self.events.record(
+                    pod, "Normal", "Scheduled", f"Successfully assigned {where} to {name}", SCHEDULER
+                )
                 return True
             per_node[name] = reasons
         message = fit_error(per_node)
@@ -166,6 +171,40 @@ class Pods:
             "metadata": {**stored["metadata"], "resourceVersion": self.revisions.next()},
             "status": {**stored["status"], "phase": phase},
         }
+
+    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A merge patch of the pod's labels and annotations; a running pod's spec does not change
+        (ValidatePodUpdate: only images, activeDeadlineSeconds and added tolerations may, and the
+        sandbox changes none of them)."""
+        current = self.get(namespace, name)
+        merged = merge_patch(copy.deepcopy(current), patch)
+        if merged.get("spec") != current.get("spec"):
+            raise Invalid.of(
+                "Pod",
+                name,
+                [
+                    (
+                        "spec",
+                        "FieldValueForbidden",
+                        "Forbidden: pod updates may not change fields other than "
+                        "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                        "`spec.activeDeadlineSeconds`, `spec.tolerations` "
+                        "(only additions to existing tolerations)",
+                    )
+                ],
+            )
+        merged["status"] = current["status"]  # the status is the kubelet's, not the patch's
+        merged["metadata"] = {
+            **merged["metadata"],
+            **{
+                key: current["metadata"][key]
+                for key in ("name", "namespace", "uid", "creationTimestamp")
+                if key in current["metadata"]
+            },
+            "resourceVersion": self.revisions.next(),
+        }
+        self.stored[(namespace, name)] = merged
+        return copy.deepcopy(merged)
 
     def delete(self, namespace: str, name: str) -> dict[str, Any]:
         pod = self.get(namespace, name)
@@ -203,7 +242,28 @@ class Pods:
                     ),
                     "startTime": now(),
                 }
-        return {"phase": "Running", "hostIP": "10.0.0.1", "startTime": now()}
+        started = now()
+        return {
+            "phase": "Running",
+            "hostIP": "10.0.0.1",
+            "startTime": started,
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+            # Each container started at once and is ready (no probes run here): kubectl's READY.
+            "containerStatuses": [
+                {
+                    "name": c["name"],
+                    "image": c["image"],
+                    # The kubelet reports the image's digest and the runtime's ID (required by the API).
+                    "imageID": f"{c['image']}@sha256:{_digest(c['image'])}",
+                    "containerID": f"containerd://{_digest(pod['metadata']['uid'] + c['name'])}",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": started}},
+                }
+                for c in pod["spec"]["containers"]
+            ],
+        }
 
 
 def _pod_fields(pod: dict[str, Any]) -> dict[str, str]:
@@ -213,3 +273,7 @@ def _pod_fields(pod: dict[str, Any]) -> dict[str, str]:
         "spec.nodeName": pod["spec"].get("nodeName") or "",
         "status.phase": pod["status"].get("phase", ""),
     }
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -85,6 +85,15 @@ def render_error(error: ApiError) -> Response:
     return json_response(body, error.status, headers)
 
 
+def _one(kind: str, cluster: KubeCluster, item: dict[str, Any], request: Request) -> Response:
+    """An object, or its one-row Table where kubectl asks for one (`kubectl get pod NAME`)."""
+    if tables.wants_table(request.headers.get("Accept", "")):
+        printed = tables.table(kind, cluster.version, [item])
+        if printed is not None:
+            return json_response(printed)
+    return json_response(item)
+
+
 def _list(
     kind: str, cluster: KubeCluster, items: list[dict[str, Any]], request: Request | None = None
 ) -> Response:
@@ -175,7 +184,7 @@ class KubeHandlers:
         return _list("Node", cluster, cluster.list_nodes(request.args.get("labelSelector", "")), request)
 
     def get_node(self, request: Request, cluster: KubeCluster, name: str) -> Response:
-        return json_response(cluster.node(name))
+        return _one("Node", cluster, cluster.node(name), request)
 
     def patch_node(self, request: Request, cluster: KubeCluster, name: str) -> Response:
         if request.mimetype not in MERGE_PATCHES:
@@ -200,6 +209,14 @@ class KubeHandlers:
 
     # Pods
 
+    def patch_pod(self, request: Request, cluster: KubeCluster, namespace: str, name: str) -> Response:
+        """kubectl apply, label and annotate: a merge (or strategic merge) patch of the pod's metadata."""
+        if request.mimetype not in MERGE_PATCHES:
+            raise UnsupportedMediaType(
+                f"the sandbox patches pods with {' or '.join(MERGE_PATCHES)}, not {request.mimetype}", {}
+            )
+        return json_response(cluster.patch_pod(namespace, name, request_json(request)))
+
     def list_pods(self, request: Request, cluster: KubeCluster, namespace: str | None = None) -> Response:
         pods = cluster.list_pods(
             namespace, request.args.get("labelSelector", ""), request.args.get("fieldSelector", "")
@@ -210,7 +227,7 @@ class KubeHandlers:
         return json_response(cluster.create_pod(namespace, request_json(request)), 201)
 
     def get_pod(self, request: Request, cluster: KubeCluster, namespace: str, name: str) -> Response:
-        return json_response(cluster.pod(namespace, name))
+        return _one("Pod", cluster, cluster.pod(namespace, name), request)
 
     def delete_pod(self, request: Request, cluster: KubeCluster, namespace: str, name: str) -> Response:
         return json_response(cluster.delete_pod(namespace, name))
@@ -226,7 +243,7 @@ class KubeHandlers:
         return _list("ConfigMap", cluster, found, request)
 
     def get_config_map(self, request: Request, cluster: KubeCluster, namespace: str, name: str) -> Response:
-        return json_response(cluster.config_map(namespace, name))
+        return _one("ConfigMap", cluster, cluster.config_map(namespace, name), request)
 
     def create_config_map(self, request: Request, cluster: KubeCluster, namespace: str) -> Response:
         body = request_json(request)

@@ -1,8 +1,9 @@
-"""Lists as the `Table` kubectl asks for (Accept: application/json;as=Table;g=meta.k8s.io;v=v1):
-the columns the API server's printers give each kind (kubernetes pkg/printers/internalversion
-printers.go: nodes NAME STATUS ROLES AGE VERSION, pods NAME READY STATUS RESTARTS AGE, configmaps
-NAME DATA AGE), each row with its object's metadata (PartialObjectMetadata), so that kubectl's own
-columns (-L label) read from it. Kinds without printers here answer their plain lists."""
+"""Lists and objects as the `Table` kubectl asks for (Accept: application/json;as=Table;
+g=meta.k8s.io;v=v1): the columns the API server's printers give each kind (kubernetes
+pkg/printers/internalversion printers.go: nodes NAME STATUS ROLES AGE VERSION, pods NAME READY
+STATUS RESTARTS AGE, configmaps NAME DATA AGE, events LAST SEEN TYPE REASON OBJECT MESSAGE), each
+row with its object's metadata (PartialObjectMetadata), so that kubectl's own columns (-L label)
+read from it. Kinds without printers here answer their plain lists."""
 
 from __future__ import annotations
 
@@ -55,6 +56,14 @@ def _config_map(item: dict[str, Any]) -> list[Any]:
     return [item["metadata"]["name"], data, _age(item)]
 
 
+def _event(item: dict[str, Any]) -> list[Any]:
+    """kubectl get events: LAST SEEN, TYPE, REASON, OBJECT, MESSAGE (printEvent, without NAME)."""
+    involved = item.get("involvedObject", {})
+    seen = {"metadata": {"creationTimestamp": item.get("lastTimestamp")}}
+    obj = f"{involved.get('kind', '').lower()}/{involved.get('name', '')}"
+    return [_age(seen), item.get("type", ""), item.get("reason", ""), obj, item.get("message", "")]
+
+
 def _columns(*names: str) -> list[dict[str, Any]]:
     """Column definitions: a name column, then the others; the counts are integers."""
     kinds = {"Restarts": "integer", "Data": "integer"}
@@ -67,6 +76,13 @@ COLUMNS: dict[str, tuple[list[dict[str, Any]], Callable[[dict[str, Any]], list[A
     "Node": (_columns("Status", "Roles", "Age", "Version"), _node),
     "Pod": (_columns("Ready", "Status", "Restarts", "Age"), _pod),
     "ConfigMap": (_columns("Data", "Age"), _config_map),
+    "Event": (
+        [
+            {"name": name, "type": "string", "format": "", "priority": 0}
+            for name in ("Last Seen", "Type", "Reason", "Object", "Message")
+        ],
+        _event,
+    ),
 }
 
 

@@ -28,6 +28,7 @@ ROUTES = Map(
         Rule(f"{_NAMESPACED}/pods", methods=["GET"], endpoint="list_pods"),
         Rule(f"{_NAMESPACED}/pods", methods=["POST"], endpoint="create_pod"),
         Rule(f"{_NAMESPACED}/pods/<name>", methods=["GET"], endpoint="get_pod"),
+        Rule(f"{_NAMESPACED}/pods/<name>", methods=["PATCH"], endpoint="patch_pod"),
         Rule(f"{_NAMESPACED}/pods/<name>", methods=["DELETE"], endpoint="delete_pod"),
         Rule(f"{_V1}/configmaps", methods=["GET"], endpoint="list_config_maps"),
         Rule(f"{_NAMESPACED}/configmaps", methods=["GET"], endpoint="list_config_maps"),
