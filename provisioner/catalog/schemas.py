@@ -26,6 +26,18 @@ _SHAPES: dict[str, dict[str, Any]] = {
     "status": {"enum": list(CLUSTER_STATUSES)},
     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
     "taints": {"type": "array", "items": {"type": "string"}},  # key=value:Effect
+    # pooljson.template_json: the resources a new node will advertise, and its labels and taints
+    # where the cloud's autoscaler reads them from hints.
+    "autoscaler_hints": {
+        "type": "object",
+        "properties": {
+            "resources": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "taints": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["resources"],
+        "additionalProperties": False,
+    },
 }
 
 

@@ -27,7 +27,7 @@ from provisioner.cli import main
 from provisioner.compile import compile_file, desired_state
 from tests.conftest import EXAMPLES
 
-HEAD = "0006"  # the newest migration
+HEAD = "0007"  # the newest migration
 IDENTITY = ClusterIdentity("gcp-ml", "gke", "my-project", "us-central1", "ml-gke")
 
 
