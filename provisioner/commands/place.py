@@ -145,6 +145,7 @@ def _placement_lines(chosen) -> list[str]:
         f"Placed on cluster {chosen.cluster} ({chosen.cloud}), pool {chosen.pool}.",
         f"Why: the smallest slice that fits: {chosen.why}{gets}; {chosen.capacity_at_max} such pods at its "
         f"maximum size ({nodes}); {fits}.",
+        f"Tier: {chosen.tier_why}.",
     ]
 
 
