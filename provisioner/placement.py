@@ -297,8 +297,14 @@ def weigh(rows: Iterable[Mapping[str, Any]], request: Request) -> Placement:
 def _full(offer: Offer) -> str:
     """Why a pool of the right slice cannot take the pod: nothing free, and it cannot grow."""
     found = offer.standing
-    unit = "GiB" if offer.row["slice_unit"] == "GiB" else "slices"
-    free = f"{found.free_units} {unit} free" if found.free_units else f"no {unit} free"
+    if not found.free_units:
+        free = "no GiB free" if offer.row["slice_unit"] == "GiB" else "no slices free"
+    else:
+        free = (
+            f"{found.free_units} GiB free"
+            if offer.row["slice_unit"] == "GiB"
+            else plural(found.free_units, "slice") + " free"
+        )
     return f"{free} (by {_allocation_source(offer.row)}) and {found.blocked}"
 
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 TIERS = ("free", "unknown", "growable")  # in the order place prefers them
+# What the free counts were read from: the last sync (known, stale, none: never), or `--live`.
+ALLOCATION_STATES = ("known", "stale", "none", "live")
 
 
 @dataclass(frozen=True)
