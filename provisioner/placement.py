@@ -435,8 +435,7 @@ def _placement(offer: Offer, others: int) -> Placement:
     cloud = hardware.load().clouds[row["cloud"]]
     rules = cloud.placement
     assert rules is not None  # _offer refuses clouds without rules
-    resource = marks(cloud, None, row["sharing"], row["replicas"], isolation=row["isolation"]).resource
-    limits = {resource: offer.quantity}
+    limits = {resource_of(row): offer.quantity}
     compute_share = row["slice_unit"] == "GiB" and row["isolation"] == rules.compute_share_isolation
     if rules.compute_share_resource and compute_share:
         per_gpu = row["slices_per_node"] // max(row["gpus_per_node"], 1)
@@ -472,6 +471,12 @@ def _placement(offer: Offer, others: int) -> Placement:
         capacity=_capacity(offer),
         tier_why=_tier_why(offer),
     )
+
+
+def resource_of(row: Mapping[str, Any]) -> str:
+    """The resource a catalog pool's nodes advertise its slices as, and its pods ask for."""
+    cloud = hardware.load().clouds[row["cloud"]]
+    return marks(cloud, None, row["sharing"], row["replicas"], isolation=row["isolation"]).resource
 
 
 def _capacity(offer: Offer) -> dict[str, Any]:
