@@ -143,9 +143,9 @@ def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
         ("slices/node", "", "right"),
         ("GPUs", f"{totals['gpus_now']} / {totals['gpus_max']}", "right"),
         ("slices", _slices_total(rows), "right"),
-        ("in use", "", "right"),
         ("free", "", "right"),
         ("can grow", "", "right"),
+        ("in use", "", "right"),  # last: what Kubernetes said, beside how current it is
     ]
     for header, footer, justify in columns:
         table.add_column(header, footer=footer, justify=justify)  # type: ignore[arg-type]
@@ -159,9 +159,9 @@ def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
             _in_unit(r["slices_per_node"], r["slice_unit"]),
             f"{_maybe(r['gpus_now'])} / {r['gpus_max']}",
             f"{_maybe(r['slices_now'])} / {r['slices_max']}" + (" GiB" if r["slice_unit"] == "GiB" else ""),
-            _in_use(r),
             _maybe(r["slices_free"]),
             _growth(r),
+            _in_use(r),
         )
         table.add_row(*_literal(cells))
     return table
