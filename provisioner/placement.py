@@ -9,8 +9,12 @@ A request is a MIG profile, an amount of GPU memory (with a minimum isolation) o
 optionally narrowed by GPU model, cloud, cluster and pool. The choice rule, among the live GPU
 pools that satisfy it:
 
-1. the smallest slice that fits: least memory per slice, then the weakest isolation that still
-   meets the minimum (stronger isolation is kept for requests that need it);
+0. the capacity tier first (tiers.py): a pool with slices free for the pod now, then one whose
+   free slices nobody knows (no allocation in the catalog, or stale), then one whose autoscaler
+   can add a node for it; a pool that can do none of these is never chosen, and where every pool
+   that would fit is such, the refusal names them and why;
+1. within a tier, the smallest slice that fits: least memory per slice, then the weakest
+   isolation that still meets the minimum (stronger isolation is kept for requests that need it);
 2. then the pool with more capacity at its maximum size (pods of this request it holds);
 3. then cluster and pool names in order.
 
@@ -31,8 +35,8 @@ them built once per snapshot: a request after the first weighs one pool of each 
 
 from __future__ import annotations
 
+import bisect
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -40,33 +44,11 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from provisioner import hardware
 from provisioner.capacity import ISOLATION_LEVELS, sharing_text
-from provisioner.errors import BadRequest, NoPlacement
+from provisioner.errors import NoPlacement
 from provisioner.nvidia import marks
+from provisioner.request import Request
+from provisioner.tiers import TIERS, Standing, standing, unknown_reason
 
-# Units a size may carry: SI (a GB is 10^9 bytes, as GPU makers count) and binary (a GiB is 2^30),
-# also in Kubernetes' quantity spelling (G, Gi). Case does not matter.
-MEMORY_UNITS = {
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "k": 10**3,
-    "m": 10**6,
-    "g": 10**9,
-    "t": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-    "ki": 2**10,
-    "mi": 2**20,
-    "gi": 2**30,
-    "ti": 2**40,
-}
-_SIZE = re.compile(r"^\s*(?P<number>[-+]?\d+(?:\.\d+)?|[-+]?\.\d+)\s*(?P<unit>[A-Za-z]*)\s*$")
-_SIZE_EXAMPLES = "e.g. 4GB, 4000MB or 4GiB"
-_MIG_NAME = re.compile(r"^\d+g\.\d+gb$")
 # A slice's memory is stored rounded to 0.01 GB; a request that far above it still fits.
 _ROUNDING_GB = 0.005
 # The catalog is refreshed nightly: a cluster not listed for longer missed at least one sync.
@@ -86,108 +68,31 @@ class Catalog(Protocol):
     def snapshot(self) -> Snapshot: ...
 
 
-def parse_size(text: str) -> int:
-    """Bytes in a size such as "4GB" (4 x 10^9), "4000MB" or "4GiB" (4 x 2^30)."""
-    match = _SIZE.match(text) if isinstance(text, str) else None
-    if match is None:
-        raise BadRequest(f"gpu_memory: {text!r} is not a size; want a number and a unit, {_SIZE_EXAMPLES}")
-    number, unit = float(match["number"]), match["unit"]
-    if not unit:
-        raise BadRequest(f"gpu_memory: {text!r} has no unit; say which, {_SIZE_EXAMPLES}")
-    if unit.lower() not in MEMORY_UNITS:
-        raise BadRequest(
-            f"gpu_memory: {text!r}: unknown unit {unit!r}; want B, KB, MB, GB, TB (10^3) or KiB, MiB, "
-            f"GiB, TiB (2^10), {_SIZE_EXAMPLES}"
-        )
-    if number <= 0:
-        raise BadRequest(f"gpu_memory: {text!r}: a size must be more than zero")
-    return math.ceil(number * MEMORY_UNITS[unit.lower()])
-
-
-@dataclass(frozen=True)
-class Request:
-    """What a pod asks for: exactly one of `mig`, `gpu_memory` and `gpus`, optionally with a minimum
-    `isolation` and narrowed to a GPU model, cloud, cluster or pool. Checked when made (BadRequest)."""
-
-    mig: str | None = None  # a MIG profile, e.g. "1g.10gb"
-    gpu_memory: str | None = None  # a size, e.g. "4GB", "4000MB", "4GiB"
-    gpus: int | None = None  # whole GPUs
-    isolation: str | None = None  # minimum: none < memory < compute < hardware
-    gpu: str | None = None  # GPU model: a key (A100-80GB) or a family (A100)
-    cloud: str | None = None
-    cluster: str | None = None
-    pool: str | None = None
-    memory_bytes: int | None = field(default=None, init=False, compare=False)
-
-    def __post_init__(self) -> None:
-        given = [name for name in ("mig", "gpu_memory", "gpus") if getattr(self, name) is not None]
-        if len(given) != 1:
-            spelled = " and ".join(f"--{n.replace('_', '-')}" for n in given) if given else "none"
-            raise BadRequest(
-                f"ask for exactly one of --mig PROFILE, --gpu-memory SIZE and --gpus N (got {spelled})"
-            )
-        if self.isolation is not None and self.isolation not in ISOLATION_LEVELS:
-            raise BadRequest(
-                f"isolation: {self.isolation!r} is not a level; want one of {', '.join(ISOLATION_LEVELS)}"
-            )
-        known = hardware.load()
-        if self.cloud is not None and self.cloud not in known.clouds:
-            raise BadRequest(f"cloud: {self.cloud!r} is not a cloud; want one of {', '.join(known.clouds)}")
-        if self.gpu is not None and not known.gpus_named(self.gpu):
-            raise BadRequest(f"gpu: {self.gpu!r} is not a GPU model; known: {', '.join(known.gpus)}")
-        if self.gpus is not None and (isinstance(self.gpus, bool) or not isinstance(self.gpus, int)):
-            raise BadRequest(f"gpus: {self.gpus!r} is not a whole number of GPUs")
-        if self.gpus is not None and self.gpus < 1:
-            raise BadRequest(f"gpus: {self.gpus} GPUs; ask for at least 1")
-        if self.gpu_memory is not None:
-            object.__setattr__(self, "memory_bytes", parse_size(self.gpu_memory))
-        if self.mig is not None:
-            self._check_mig(known)
-
-    def _check_mig(self, known: hardware.Hardware) -> None:
-        gpus = known.gpus_named(self.gpu) if self.gpu else list(known.gpus.values())
-        offered = sorted({p for g in gpus for p in g.mig}, key=_profile_order)
-        if self.mig in offered:
-            return
-        where = f"the {', '.join(g.name for g in gpus)}" if self.gpu else "any GPU the tool knows"
-        shape = "" if _MIG_NAME.match(self.mig or "") else " (a MIG profile reads like 1g.10gb)"
-        raise BadRequest(
-            f"mig: {self.mig!r} is not a MIG profile of {where}{shape}; "
-            f"profiles: {', '.join(offered) or 'none (not MIG-capable)'}"
-        )
-
-    @property
-    def minimum_isolation(self) -> str:
-        """The isolation asked for; a MIG request, unless told otherwise, wants a MIG instance's own."""
-        if self.isolation is not None:
-            return self.isolation
-        return "hardware" if self.mig is not None else "none"
-
-    def describe(self) -> str:
-        if self.mig is not None:
-            asked = f"a {self.mig} MIG slice"
-        elif self.gpu_memory is not None:
-            asked = f"{self.gpu_memory} of GPU memory"
-        else:
-            asked = f"{self.gpus} whole GPU{'' if self.gpus == 1 else 's'}"
-        if self.minimum_isolation != "none":
-            asked += f" with isolation {self.minimum_isolation} or stronger"
-        return asked
-
-
 @dataclass(frozen=True)
 class Offer:
-    """How one pool meets a request: the slice a pod gets there, and how many such pods it holds."""
+    """How one pool meets a request: the slice a pod gets there, how many such pods it holds, and
+    whether it can take one now, after a scale-up, or not (tier None)."""
 
     row: Mapping[str, Any]
     memory_gb: float  # the slice's memory (nominal share where shared)
     isolation: str
     quantity: int  # of the resource the pod requests
-    capacity_at_max: int  # pods of this request the pool holds at its maximum size
+    per_node: int  # pods of this request one node holds
+    standing: Standing
+    tier: str | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tier", self.standing.tier(self.quantity))
+
+    @property
+    def capacity_at_max(self) -> int:
+        """Pods of this request the pool holds at its maximum size."""
+        return self.per_node * _nodes(self.row)
 
     def order(self) -> tuple[Any, ...]:
-        """The choice rule as a sort key (module docstring)."""
+        """The choice rule as a sort key (module docstring); a full pool (tier None) last."""
         return (
+            TIERS.index(self.tier) if self.tier else len(TIERS),
             self.memory_gb,
             ISOLATION_LEVELS.index(self.isolation),
             -self.capacity_at_max,
@@ -213,8 +118,10 @@ class Placement:
     capacity_at_max: int
     max_nodes: int
     why: str  # the slice, in words
-    others: int  # other pools that fit too
+    others: int  # other pools that can take it too (in any tier)
     warnings: list[str]
+    capacity: dict[str, Any] = field(default_factory=dict)  # `place --json`'s "capacity"
+    tier_why: str = ""  # the tier, and why, in words
 
     def json(self) -> dict[str, Any]:
         """`place --json` (DESIGN.md): pod-spec fields by their Kubernetes names."""
@@ -228,6 +135,7 @@ class Placement:
             "nodeSelector": dict(self.node_selector),
             "tolerations": [dict(t) for t in self.tolerations],
             **self.pod_fields,
+            "capacity": dict(self.capacity),
         }
 
     def fragment(self) -> dict[str, Any]:
@@ -250,9 +158,10 @@ def place(catalog: Catalog | Iterable[Mapping[str, Any]], request: Request) -> P
 
 class Index:
     """A catalog's live GPU pools, arranged once for many requests: grouped by the shape of slice
-    they offer (what `_offer` reads of a pool, but for its size and names), each group in the order
-    the choice rule gives pools that meet a request alike. A request then weighs one pool of each
-    shape, or only the pools of the cluster or pool it names. Its answers are `weigh`'s."""
+    they offer (what `_offer` reads of a pool, but for its size, names and standing), each group
+    in the order the choice rule gives pools that meet a request alike within a tier. A request
+    then weighs the first pool of each tier in each shape, or only the pools of the cluster or
+    pool it names. Its answers are `weigh`'s."""
 
     def __init__(self, rows: Iterable[Mapping[str, Any]]):
         self.rows = [r for r in rows if r.get("gpu") and r.get("deleted_at") is None]
@@ -264,10 +173,7 @@ class Index:
             self.by_pool.setdefault(row["pool"], []).append(row)
             if _unplaceable(row) is None:
                 shapes.setdefault(tuple(row[key] for key in _SHAPE), []).append(row)
-        # Alike but for size: more nodes hold more pods of any request, then names decide.
-        self.shapes = [
-            sorted(g, key=lambda r: (-_nodes(r), r["cluster"], r["pool"])) for g in shapes.values()
-        ]
+        self.shapes = [_Shape(g) for g in shapes.values()]
 
     def place(self, request: Request) -> Placement:
         named = self._named(request)
@@ -275,7 +181,8 @@ class Index:
             best, fitting = self._best_shape(request)
         else:
             offers = [o for r in named if _within(r, request) and isinstance(o := _offer(r, request), Offer)]
-            best, fitting = min(offers, key=Offer.order, default=None), len(offers)
+            taken = [o for o in offers if o.tier]
+            best, fitting = min(taken, key=Offer.order, default=None), len(taken)
         if best is None:
             return weigh(self.rows, request)  # raises NoPlacement, naming the closest pools
         return _placement(best, others=fitting - 1)
@@ -289,21 +196,49 @@ class Index:
         return None
 
     def _best_shape(self, request: Request) -> tuple[Offer | None, int]:
-        """The best offer over every shape that meets `request`, and how many pools meet it."""
+        """The best offer over every shape that meets `request`, and how many pools can take it."""
         best: Offer | None = None
         fitting = 0
-        for group in self.shapes:
-            if not _within(group[0], request):
+        for shape in self.shapes:
+            if not _within(shape.rows[0], request):
                 continue
-            offer = _offer(group[0], request)
+            offer = _offer(shape.rows[0], request)
             if not isinstance(offer, Offer):
                 continue
-            if offer.capacity_at_max == 0:  # no pod fits a node: size does not order them, names do
-                offer = min((o for r in group if isinstance(o := _offer(r, request), Offer)), key=Offer.order)
-            fitting += len(group)
-            if best is None or offer.order() < best.order():
+            units = offer.quantity
+            fitting += len(shape.rows) - bisect.bisect_left(shape.stuck, units)
+            if offer.per_node == 0:  # no pod fits a node: size does not order them, names do
+                candidates = [shape.rows[i] for i in range(len(shape.rows))]
+            else:
+                candidates = [shape.rows[i] for i in shape.firsts(units)]
+            taken = [o for r in candidates if isinstance(o := _offer(r, request), Offer) and o.tier]
+            offer = min(taken, key=Offer.order, default=None)
+            if offer is not None and (best is None or offer.order() < best.order()):
                 best = offer
         return best, fitting
+
+
+class _Shape:
+    """Pools alike in what they offer, in the order more nodes first, then names; with what each
+    has for pods (tiers.Standing), so a request finds the first pool of each tier at once."""
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]]):
+        self.rows = sorted(rows, key=lambda r: (-_nodes(r), r["cluster"], r["pool"]))
+        standings = [standing(r) for r in self.rows]
+        # (position, free units) of the pools known to have some free
+        self.free = [(i, s.free_units) for i, s in enumerate(standings) if s.free_units]
+        self.most_free = max((units for _, units in self.free), default=0)
+        self.first_unknown = next((i for i, s in enumerate(standings) if s.free_units is None), None)
+        self.first_growable = next(
+            (i for i, s in enumerate(standings) if s.free_units is not None and s.growable), None
+        )
+        # Free units of the pools that cannot grow: full for a pod asking more.
+        self.stuck = sorted(s.free_units for s in standings if s.free_units is not None and not s.growable)
+
+    def firsts(self, units: int) -> list[int]:
+        """The first pool of each tier for a pod asking `units` (positions)."""
+        free = next((i for i, n in self.free if n >= units), None) if self.most_free >= units else None
+        return [i for i in (free, self.first_unknown, self.first_growable) if i is not None]
 
 
 # What `_offer` and `_within` read of a placeable pool but for its size and names: pools alike in
@@ -342,14 +277,43 @@ def weigh(rows: Iterable[Mapping[str, Any]], request: Request) -> Placement:
         else:
             offered = f"{_name(row)} ({row['cloud']}): {describe(row)}; {outcome}"
             misses.append((_closeness(row, request), offered))
+    where = f" {_narrowing(request)}" if _narrowing(request) else ""
     if not offers:
-        where = f" {_narrowing(request)}" if _narrowing(request) else ""
         raise NoPlacement(
             f"no live pool{where} offers {request.describe()}",
             [text for _, text in sorted(misses)[:3]],
         )
     offers.sort(key=Offer.order)
-    return _placement(offers[0], others=len(offers) - 1)
+    taken = [o for o in offers if o.tier]
+    if not taken:  # pools of the right slice, every one full: they are the nearest
+        full = [f"{_name(o.row)} ({o.row['cloud']}): {describe(o.row)}; {_full(o)}" for o in offers]
+        raise NoPlacement(
+            f"no live pool{where} can take {request.describe()} now or after a scale-up",
+            (full + [text for _, text in sorted(misses)])[:3],
+        )
+    return _placement(taken[0], others=len(taken) - 1)
+
+
+def _full(offer: Offer) -> str:
+    """Why a pool of the right slice cannot take the pod: nothing free, and it cannot grow."""
+    found = offer.standing
+    if not found.free_units:
+        free = "no GiB free" if offer.row["slice_unit"] == "GiB" else "no slices free"
+    else:
+        free = (
+            f"{found.free_units} GiB free"
+            if offer.row["slice_unit"] == "GiB"
+            else plural(found.free_units, "slice") + " free"
+        )
+    return f"{free} (by {_allocation_source(offer.row)}) and {found.blocked}"
+
+
+def _allocation_source(row: Mapping[str, Any]) -> str:
+    if row.get("allocation_live"):
+        return "its Kubernetes API now"
+    if row.get("allocation_at") is None:
+        return "its cloud: no node"
+    return f"the sync at {row['allocation_at']}"
 
 
 def describe(row: Mapping[str, Any]) -> str:
@@ -424,7 +388,6 @@ def _offer(row: Mapping[str, Any], request: Request) -> Offer | str:
     refusal = _unplaceable(row)
     if refusal is not None:
         return refusal
-    nodes = _nodes(row)
     isolation = row["isolation"]
     if request.gpus is not None:
         if row["mig"] or row["sharing"] != "exclusive":
@@ -432,25 +395,25 @@ def _offer(row: Mapping[str, Any], request: Request) -> Offer | str:
         if request.gpus > row["gpus_per_node"]:
             return f"a node has {row['gpus_per_node']} GPUs, fewer than {request.gpus}"
         per_node = row["gpus_per_node"] // request.gpus
-        return Offer(row, row["memory_per_slice_gb"], isolation, request.gpus, per_node * nodes)
+        return Offer(row, row["memory_per_slice_gb"], isolation, request.gpus, per_node, standing(row))
     if ISOLATION_LEVELS.index(isolation) < ISOLATION_LEVELS.index(request.minimum_isolation):
         return f"its isolation {isolation} is weaker than {request.minimum_isolation}"
     if request.mig is not None:
         if row["mig"] != request.mig:
             return f"not {request.mig}"
-        return Offer(row, row["memory_per_slice_gb"], isolation, 1, row["slices_per_node"] * nodes)
+        return Offer(row, row["memory_per_slice_gb"], isolation, 1, row["slices_per_node"], standing(row))
     assert request.memory_bytes is not None
     if row["slice_unit"] == "GiB":  # the scheduler hands out whole GiB within one GPU
         gib = math.ceil(request.memory_bytes / 2**30)
         per_gpu = row["slices_per_node"] // max(row["gpus_per_node"], 1)
         if gib > per_gpu:
             return f"{gib} GiB is more than the {per_gpu} GiB of one GPU"
-        pods = row["gpus_per_node"] * (per_gpu // gib) * nodes
-        return Offer(row, round(gib * GIB_GB, 2), isolation, gib, pods)
+        pods = row["gpus_per_node"] * (per_gpu // gib)
+        return Offer(row, round(gib * GIB_GB, 2), isolation, gib, pods, standing(row))
     asked_gb = request.memory_bytes / 10**9
     if row["memory_per_slice_gb"] is None or row["memory_per_slice_gb"] + _ROUNDING_GB < asked_gb:
         return f"its slices have less than {round(asked_gb, 2)} GB"
-    return Offer(row, row["memory_per_slice_gb"], isolation, 1, row["slices_per_node"] * nodes)
+    return Offer(row, row["memory_per_slice_gb"], isolation, 1, row["slices_per_node"], standing(row))
 
 
 def _closeness(row: Mapping[str, Any], request: Request) -> tuple[Any, ...]:
@@ -472,8 +435,7 @@ def _placement(offer: Offer, others: int) -> Placement:
     cloud = hardware.load().clouds[row["cloud"]]
     rules = cloud.placement
     assert rules is not None  # _offer refuses clouds without rules
-    resource = marks(cloud, None, row["sharing"], row["replicas"], isolation=row["isolation"]).resource
-    limits = {resource: offer.quantity}
+    limits = {resource_of(row): offer.quantity}
     compute_share = row["slice_unit"] == "GiB" and row["isolation"] == rules.compute_share_isolation
     if rules.compute_share_resource and compute_share:
         per_gpu = row["slices_per_node"] // max(row["gpus_per_node"], 1)
@@ -506,7 +468,52 @@ def _placement(offer: Offer, others: int) -> Placement:
         why=describe(row),
         others=others,
         warnings=_warnings(row),
+        capacity=_capacity(offer),
+        tier_why=_tier_why(offer),
     )
+
+
+def resource_of(row: Mapping[str, Any]) -> str:
+    """The resource a catalog pool's nodes advertise its slices as, and its pods ask for."""
+    cloud = hardware.load().clouds[row["cloud"]]
+    return marks(cloud, None, row["sharing"], row["replicas"], isolation=row["isolation"]).resource
+
+
+def _capacity(offer: Offer) -> dict[str, Any]:
+    """`place --json`'s "capacity": pods of this request free now and reachable by growing (None:
+    unknown), nodes the pool may still add, its tier, and what the free count was read from."""
+    found, row = offer.standing, offer.row
+    grows = None if found.nodes_left is None else (found.nodes_left * offer.per_node if found.growable else 0)
+    return {
+        "tier": offer.tier,
+        "free": None if found.free_units is None else found.free_units // offer.quantity,
+        "growable": grows,
+        "nodes_left": found.nodes_left,
+        "at_max": offer.capacity_at_max,
+        "allocation": "live" if row.get("allocation_live") else found.allocation,
+        "allocation_at": row.get("allocation_at"),
+    }
+
+
+def _tier_why(offer: Offer) -> str:
+    """The tier, and why, in one phrase."""
+    found, shown = offer.standing, _capacity(offer)
+    if offer.tier == "free":
+        source = _allocation_source(offer.row)
+        return f"free now: {shown['free']} such pods fit in the slices free by {source}"
+    grows = (
+        f"its autoscaler can add {plural(found.nodes_left or 0, 'node')} ({shown['growable']} such pods)"
+        if found.growable
+        else f"it cannot grow: {found.blocked}"
+    )
+    if offer.tier == "unknown":
+        growth = f"; if none is free, {grows}" if found.nodes_now is not None else ""
+        return f"free slices unknown: {unknown_reason(found.allocation)}{growth}"
+    return f"can grow: no slice free for it by {_allocation_source(offer.row)}; {grows}"
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def toleration(taint: str) -> dict[str, str]:
@@ -538,8 +545,3 @@ def _warnings(row: Mapping[str, Any], now: datetime | None = None) -> list[str]:
                 "the pool may have changed"
             )
     return found
-
-
-def _profile_order(name: str) -> tuple[int, int]:
-    compute, _, memory = name.partition("g.")
-    return int(compute), int(memory.removesuffix("gb"))

@@ -41,6 +41,8 @@ def test_the_default_output_says_where_why_and_the_fragment(url: str):
         "Why: the smallest slice that fits: 1g.5gb MIG slices of A100 40GB "
         "(5.0 GB each, isolation hardware); 56 such pods at its maximum size (8 nodes); "
         "the only pool that fits.",
+        "Tier: free slices unknown: the catalog holds no allocation for it "
+        "(sync with its Kubernetes API reachable, or --live).",
         "# resources go on the container; the rest on the pod spec",
         "resources:",
         "  limits:",
@@ -69,7 +71,17 @@ def test_a_memory_scheduler_s_slice_is_what_the_pod_asks_for(url: str):
 def test_json_is_the_contract(url: str):
     result = run(url, "--gpu-memory", "6GB", "--isolation", "compute", "--cloud", "gke", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {
+    shown = json.loads(result.stdout)
+    assert shown.pop("capacity") == {
+        "tier": "unknown",
+        "free": None,
+        "growable": None,
+        "nodes_left": None,
+        "at_max": 16,
+        "allocation": "none",
+        "allocation_at": None,
+    }
+    assert shown == {
         "cluster": "gcp",
         "cloud": "gke",
         "pool": "l4-mps",

@@ -75,6 +75,11 @@ class PoolRow(Base):
     labels: Mapped[dict[str, Any]]
     taints: Mapped[list[Any]]
     owned: Mapped[bool]
+    # What the tool tells the pool's cluster autoscaler of a node it has not started (pooljson
+    # template_json), and whether it can start the first one for the pool's slices; NULL in rows
+    # written before the catalog kept them (migration 0007), until their next sync.
+    autoscaler_hints: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    grows_from_zero: Mapped[bool | None]
     first_seen: Mapped[datetime]
     # A gone pool's last listing; a live pool's row holds when a listing last upserted it, and reads
     # take its cluster's observed_at (Store._compared: a listing that changes nothing writes no row).

@@ -178,7 +178,7 @@ def _place(operation: dict[str, Any]) -> None:
 
 
 def _place_request(declared: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    from provisioner.placement import MEMORY_UNITS
+    from provisioner.request import MEMORY_UNITS
 
     known = hardware.load()
     names = _gpu_names(known)
@@ -188,7 +188,7 @@ def _place_request(declared: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for name, profiles in names.items():
         if profiles:
             by_profiles.setdefault(profiles, []).append(name)
-    # placement.parse_size's: a number more than zero, and a unit in any case
+    # request.parse_size's: a number more than zero, and a unit in any case
     number = r"\+?(?:\d*[1-9]\d*(?:\.\d+)?|0*\.\d*[1-9]\d*)"
     unit = _one_of([_any_case(u) for u in sorted(MEMORY_UNITS, key=len, reverse=True)], whole=False)
     size = rf"^\s*{number}\s*{unit}\s*$"

@@ -11,6 +11,7 @@ from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text
 from provisioner.actions import ACTIONS
 from provisioner.capacity import ISOLATION_LEVELS
 from provisioner.catalog.models import ClusterRow, PoolRow
+from provisioner.tiers import ALLOCATION_STATES, TIERS
 
 MOMENT = {"type": "string", "format": "date-time"}
 CLUSTER_STATUSES = ("ok", "error", "new")
@@ -26,6 +27,18 @@ _SHAPES: dict[str, dict[str, Any]] = {
     "status": {"enum": list(CLUSTER_STATUSES)},
     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
     "taints": {"type": "array", "items": {"type": "string"}},  # key=value:Effect
+    # pooljson.template_json: the resources a new node will advertise, and its labels and taints
+    # where the cloud's autoscaler reads them from hints.
+    "autoscaler_hints": {
+        "type": "object",
+        "properties": {
+            "resources": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "taints": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["resources"],
+        "additionalProperties": False,
+    },
 }
 
 
@@ -102,6 +115,10 @@ def capacity() -> dict[str, Any]:
             "slices_advertised": maybe,
             "slices_allocated": maybe,
             "allocation_stale": {"type": "boolean"},
+            "slices_free": maybe,  # now, by the last sync's allocation (tiers.py)
+            "slices_growable": maybe,  # what growing to its maximum adds
+            "nodes_left": maybe,
+            "grows_from_zero": _nullable({"type": "boolean"}),
         }
     )
 
@@ -126,6 +143,7 @@ def placement() -> dict[str, Any]:
     """`place --json` (placement.Placement.json): the pod-spec fields by their Kubernetes names;
     beyond those named, what a cloud's pods need there (e.g. hostIPC for GKE's MPS)."""
     strings = {"type": "object", "additionalProperties": {"type": "string"}}
+    maybe = _nullable({"type": "integer"})
     named = {
         "cluster": {"type": "string"},
         "cloud": {"type": "string"},
@@ -135,6 +153,17 @@ def placement() -> dict[str, Any]:
         "resources": _exact({"limits": {"type": "object", "additionalProperties": {"type": "integer"}}}),
         "nodeSelector": strings,
         "tolerations": {"type": "array", "items": strings},
+        "capacity": _exact(
+            {
+                "tier": {"enum": list(TIERS)},
+                "free": maybe,
+                "growable": maybe,
+                "nodes_left": maybe,
+                "at_max": {"type": "integer"},
+                "allocation": {"enum": list(ALLOCATION_STATES)},
+                "allocation_at": _nullable(MOMENT),
+            }
+        ),
     }
     return {"type": "object", "properties": named, "required": list(named)}
 

@@ -189,21 +189,12 @@ def allocation_of(
 ) -> dict[str, Allocation]:
     """Per pool: its nodes that advertise GPUs, and the slices they advertise and pods hold, in
     the pool's own unit (the resource its capacity names: nvidia.com/gpu.shared, aliyun.com/gpu-mem...)."""
-    from provisioner.kube.inspect import all_pool_label_keys, inspect_cluster
+    from provisioner.kube.inspect import all_pool_label_keys, inspect_cluster, pool_allocation
 
     ids = {p.state.cloud_id: p.state.name for p in pools if p.state.cloud_id}  # ACK labels nodes by ID
     with kube.for_cluster(entry.cluster) as client:
         uses = inspect_cluster(client, all_pool_label_keys(), ids)
-    found = {}
-    for observed in pools:
-        name, resource = observed.state.name, observed.capacity.resource
-        counted = [u for u in uses if u.pool == name and u.resource == resource]
-        found[name] = Allocation(
-            nodes=len({u.node for u in uses if u.pool == name}),
-            advertised=int(sum(u.total for u in counted)),
-            allocated=int(sum(u.allocated for u in counted)),
-        )
-    return found
+    return pool_allocation(uses, {p.state.name: p.capacity.resource for p in pools})
 
 
 def discover(

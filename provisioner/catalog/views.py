@@ -11,6 +11,7 @@ from rich.text import Text
 
 from provisioner.capacity import sharing_text
 from provisioner.catalog.listing import DriftFinding
+from provisioner.tiers import pool_capacity
 
 
 def nodes_text(pool: dict[str, Any]) -> str:
@@ -67,7 +68,9 @@ def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
 
 
 def capacity_rows(pools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per GPU pool: GPUs and slices now (where the cloud reports the node count) and at max size.
+    """Per GPU pool: GPUs and slices now (where the cloud reports the node count) and at max size;
+    slices free now by the last sync's allocation, and those growing can still add (tiers.py; None:
+    unknown).
 
     Slices count in the pool's unit: slices, or GiB where a scheduler shares GPU memory (as
     `kubectl inspect cgpu` totals it). A pool whose nodes join it themselves (an edge pool) has no
@@ -99,6 +102,7 @@ def capacity_rows(pools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "slices_advertised": p["slices_advertised"],
                 "slices_allocated": p["slices_allocated"],
                 "allocation_stale": p["allocation_stale"],
+                **pool_capacity(p),
             }
         )
     return rows
@@ -139,7 +143,9 @@ def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
         ("slices/node", "", "right"),
         ("GPUs", f"{totals['gpus_now']} / {totals['gpus_max']}", "right"),
         ("slices", _slices_total(rows), "right"),
-        ("in use", "", "right"),
+        ("free", "", "right"),
+        ("can grow", "", "right"),
+        ("in use", "", "right"),  # last: what Kubernetes said, beside how current it is
     ]
     for header, footer, justify in columns:
         table.add_column(header, footer=footer, justify=justify)  # type: ignore[arg-type]
@@ -153,6 +159,8 @@ def capacity_table(rows: Sequence[dict[str, Any]]) -> Table:
             _in_unit(r["slices_per_node"], r["slice_unit"]),
             f"{_maybe(r['gpus_now'])} / {r['gpus_max']}",
             f"{_maybe(r['slices_now'])} / {r['slices_max']}" + (" GiB" if r["slice_unit"] == "GiB" else ""),
+            _maybe(r["slices_free"]),
+            _growth(r),
             _in_use(r),
         )
         table.add_row(*_literal(cells))
@@ -164,6 +172,15 @@ def _literal(cells: Sequence[str]) -> list[Text]:
     writers fill, and a rich table reads a string cell as markup ("[/]" would stop the command)
     and emoji codes. Text, not rich.markup.escape: that doubles a trailing backslash."""
     return [Text(cell) for cell in cells]
+
+
+def _growth(row: dict[str, Any]) -> str:
+    """Slices growing can still add, and the nodes it would take."""
+    if row["slices_growable"] is None:
+        return "?"
+    if not row["slices_growable"]:
+        return "0"
+    return f"{_in_unit(row['slices_growable'], row['slice_unit'])} (+{row['nodes_left']} nodes)"
 
 
 def _maybe(value: int | None) -> str:

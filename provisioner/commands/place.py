@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from provisioner.commands.common import catalog_option, os_error, plural, sandbox_option, store_for
+from provisioner.commands.kube import kubeconfig_option
 from provisioner.drivers.registry import DRIVERS  # names only: no SDK behind this import
 
 
@@ -42,6 +43,18 @@ from provisioner.drivers.registry import DRIVERS  # names only: no SDK behind th
     help="With --manifest: merge even where a container sets NVIDIA_VISIBLE_DEVICES or runs privileged "
     "(it reaches GPUs the scheduler does not count); each is named in a warning.",
 )
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Count free slices from each cluster's Kubernetes API now, not from the last sync.",
+)
+@click.option(
+    "--fleet",
+    metavar="FLEET",
+    help="With --live: the fleet file whose entries say which kubeconfig context reaches each "
+    "cluster [default: the context named as the catalog names the cluster].",
+)
+@kubeconfig_option
 @sandbox_option
 @click.pass_obj
 def place(
@@ -60,6 +73,9 @@ def place(
     manifest: str | None,
     container: str | None,
     allow_device_bypass: bool,
+    live: bool,
+    fleet: str | None,
+    kubeconfig: Path | None,
 ) -> None:
     """Pick the pool a fractional-GPU request lands on, from the catalog, and print what the pod
     needs there (resource limit, node selector, tolerations), or the manifest with it merged."""
@@ -81,6 +97,8 @@ def place(
         raise BadRequest("--json prints the placement, --manifest the manifest: give one of them")
     if container and not manifest:
         raise BadRequest("--container names a container of the --manifest FILE; give --manifest too")
+    if (fleet or kubeconfig) and not live:
+        raise BadRequest("--fleet and --kubeconfig say how --live reaches the clusters; give --live too")
     if allow_device_bypass and not manifest:
         raise BadRequest(
             "--allow-device-bypass is about the --manifest FILE's containers; give --manifest too"
@@ -94,7 +112,8 @@ def place(
         allowed = check(text, source, container=container, allow_device_bypass=allow_device_bypass)
         for finding in at_most(allowed):
             click.echo(f"warning: {finding} (let through by --allow-device-bypass)", err=True)
-    chosen = choose(store_for(sandbox, catalog_url, create=False), request)
+    store = store_for(sandbox, catalog_url, create=False)
+    chosen = choose(_live(store, request, sandbox, fleet, kubeconfig) if live else store, request)
     for warning in chosen.warnings:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -115,6 +134,39 @@ def place(
         click.echo(line)
     click.echo("# resources go on the container; the rest on the pod spec")
     click.echo(_yaml(chosen.fragment()), nl=False)
+
+
+def _live(store, request, sandbox: Path | None, fleet: str | None, kubeconfig: Path | None) -> list[dict]:
+    """The catalog's pools with the allocation of the clusters the request may land on read now;
+    a cluster that does not answer is said, and its free slices count as unknown."""
+    from provisioner.kube.contexts import KubeAccess
+    from provisioner.kube.live import live_rows
+
+    rows = store.live_pools()
+    fleet_clusters = None
+    if fleet is not None:
+        from provisioner.fleet import load
+
+        fleet_clusters = {c.name: c for c in load(fleet).clusters}
+    asked = sorted(
+        {
+            r["cluster"]
+            for r in rows
+            if r.get("gpu")
+            and all(
+                wanted is None or r[key] == wanted
+                for key, wanted in (
+                    ("cloud", request.cloud),
+                    ("cluster", request.cluster),
+                    ("pool", request.pool),
+                )
+            )
+        }
+    )
+    shown, errors = live_rows(rows, KubeAccess(kubeconfig, sandbox), fleet_clusters, asked)
+    for name, error in errors.items():
+        click.echo(f"warning: {error}; {name}'s free slices count as unknown", err=True)
+    return shown
 
 
 def _read_manifest(manifest: str, source: str) -> str:
@@ -145,6 +197,7 @@ def _placement_lines(chosen) -> list[str]:
         f"Placed on cluster {chosen.cluster} ({chosen.cloud}), pool {chosen.pool}.",
         f"Why: the smallest slice that fits: {chosen.why}{gets}; {chosen.capacity_at_max} such pods at its "
         f"maximum size ({nodes}); {fits}.",
+        f"Tier: {chosen.tier_why}.",
     ]
 
 

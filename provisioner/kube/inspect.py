@@ -15,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from provisioner import hardware
+from provisioner.catalog.listing import Allocation
 from provisioner.kube.contexts import Kube, at_once
 
 # The extended resources GPU device plugins advertise: NVIDIA's (nvidia.com/gpu, the renamed
@@ -164,3 +165,18 @@ def totals(uses: Sequence[NodeUse], by: Sequence[str]) -> list[dict[str, Any]]:
         row["total"] += use.total
         row["nodes"] += 1
     return list(rows.values())
+
+
+def pool_allocation(uses: Sequence[NodeUse], resources: Mapping[str, str]) -> dict[str, Allocation]:
+    """Per pool named in `resources` (pool -> the resource its slices are: nvidia.com/gpu.shared,
+    aliyun.com/gpu-mem...): its nodes that advertise GPUs, and the slices they advertise and pods
+    hold, in that resource (what `sync` stores, and `place --live` reads)."""
+    found = {}
+    for name, resource in resources.items():
+        counted = [u for u in uses if u.pool == name and u.resource == resource]
+        found[name] = Allocation(
+            nodes=len({u.node for u in uses if u.pool == name}),
+            advertised=int(sum(u.total for u in counted)),
+            allocated=int(sum(u.allocated for u in counted)),
+        )
+    return found

@@ -27,7 +27,7 @@ from provisioner.cli import main
 from provisioner.compile import compile_file, desired_state
 from tests.conftest import EXAMPLES
 
-HEAD = "0006"  # the newest migration
+HEAD = "0007"  # the newest migration
 IDENTITY = ClusterIdentity("gcp-ml", "gke", "my-project", "us-central1", "ml-gke")
 
 
@@ -492,3 +492,36 @@ def test_on_postgresql_a_batch_takes_six_round_trips_whatever_its_size(catalog_u
     assert sorted((p["cluster"], p["spot"]) for p in store.live_pools()) == sorted(
         (n, flipped.spot) for n in names
     )
+
+
+def test_migration_0007_upgrades_a_catalog_without_losing_its_rows(catalog_url: str):
+    """A catalog at 0006 (before pools kept their autoscaler hints) with pools and allocation in
+    it: upgraded, every row is kept as it was, the new keys NULL until the next sync fills them."""
+    from alembic import command
+    from alembic.config import Config
+
+    from provisioner.catalog.database import MIGRATIONS
+
+    store = Store(catalog_url)
+    store.migrate()
+    pools, at = observed(), datetime.now(UTC)
+    allocation = {pools[0].state.name: Allocation(nodes=1, advertised=7, allocated=2)}
+    store.record_cluster(IDENTITY, pools, [], at, allocation=allocation)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0006")
+        columns = {c["name"] for c in conn.dialect.get_columns(conn, "pools")}
+        assert not columns & {"autoscaler_hints", "grows_from_zero"}
+        before = conn.execute(text("SELECT * FROM pools ORDER BY id")).mappings().all()
+    store.migrate()
+    with store.engine.begin() as conn:
+        after = conn.execute(text("SELECT * FROM pools ORDER BY id")).mappings().all()
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [HEAD]
+    assert [{k: v for k, v in row.items() if k in before[0]} for row in after] == [dict(r) for r in before]
+    assert {(row["autoscaler_hints"], row["grows_from_zero"]) for row in after} == {(None, None)}
+    assert len(after) == len(pools)
+    # The next listing fills them.
+    store.record_cluster(IDENTITY, pools, [], at + timedelta(seconds=1))
+    assert {p["grows_from_zero"] for p in store.live_pools()} == {True}

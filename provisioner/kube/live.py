@@ -1,0 +1,79 @@
+"""`place --live`: the catalog's pools with their allocation read from each cluster's Kubernetes
+API now instead of the last sync's (the same counting as `sync`: inspect.pool_allocation).
+
+A cluster is reached as `verify` and `inspect` reach it: through the fleet's entry for it
+(`kubeContext`, or the context its cloud's CLI writes) where a fleet is given, else through the
+kubeconfig context named as the catalog names the cluster (the sandbox's, and kubeconfigs whose
+contexts are named after the clusters). A cluster that does not answer keeps its synced figures,
+marked stale: `place` then counts its free slices as unknown.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from provisioner.errors import KubeUnreachable
+from provisioner.kube.contexts import KubeAccess, each_cluster
+from provisioner.kube.inspect import all_pool_label_keys, inspect_cluster, pool_allocation
+
+
+def live_rows(
+    rows: Sequence[Mapping[str, Any]],
+    access: KubeAccess,
+    fleet_clusters: Mapping[str, Any] | None = None,
+    asked: Sequence[str] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """`rows` with the allocation of the clusters named in `asked` (default: every cluster with a
+    live GPU pool) read now, and per cluster that did not answer, why."""
+    from provisioner.placement import resource_of
+
+    gpu_rows = [r for r in rows if r.get("gpu") and r.get("deleted_at") is None]
+    names = sorted({r["cluster"] for r in gpu_rows} if asked is None else set(asked))
+    targets = [
+        (
+            name,
+            (fleet_clusters or {}).get(name),
+            {r["pool"]: (resource_of(r), r.get("cloud_id")) for r in gpu_rows if r["cluster"] == name},
+        )
+        for name in names
+    ]
+    results = each_cluster(functools.partial(_read, access), targets)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    read = {
+        name: found for (name, _, _), (found, _) in zip(targets, results, strict=True) if found is not None
+    }
+    errors = {name: error for (name, _, _), (_, error) in zip(targets, results, strict=True) if error}
+    shown = []
+    for given in rows:
+        row = dict(given)
+        if row["cluster"] in read:
+            found = read[row["cluster"]].get(row["pool"])
+            row |= {
+                "k8s_nodes": found.nodes if found else 0,
+                "slices_advertised": found.advertised if found else 0,
+                "slices_allocated": found.allocated if found else 0,
+                "allocation_at": now,
+                "allocation_stale": False,
+                "allocation_live": True,
+            }
+        elif row["cluster"] in errors and row.get("allocation_at") is not None:
+            row["allocation_stale"] = True
+        shown.append(row)
+    return shown, errors
+
+
+def _read(
+    access: KubeAccess, target: tuple[str, Any, Mapping[str, tuple[str, str | None]]]
+) -> tuple[Any, str | None]:
+    """One cluster's allocation per pool, or why its Kubernetes API could not say."""
+    name, cluster, pools = target
+    ids = {cloud_id: pool for pool, (_, cloud_id) in pools.items() if cloud_id}  # ACK labels nodes by ID
+    try:
+        with access.for_cluster(cluster) if cluster is not None else access.connect(name, name) as kube:
+            uses = inspect_cluster(kube, all_pool_label_keys(), ids)
+    except KubeUnreachable as error:
+        return None, str(error)
+    return pool_allocation(uses, {pool: resource for pool, (resource, _) in pools.items()}), None
