@@ -24,6 +24,7 @@ def benchmarks() -> dict[str, object]:
     from bench import (
         bench_ack,
         bench_apply,
+        bench_autoscale,
         bench_compile,
         bench_kube,
         bench_listing,
@@ -45,6 +46,7 @@ def benchmarks() -> dict[str, object]:
         "serve": bench_serve,
         "ack": bench_ack,  # plan, sync and apply on ACK clusters, through its driver and emulator
         "kube": bench_kube,  # verify and inspect through the clusters' Kubernetes APIs
+        "autoscale": bench_autoscale,  # a pending pod to its scale-up, in the sandbox's autoscaler
     }
 
 
@@ -107,7 +109,21 @@ MEANINGS: list[tuple[str, str]] = [
         "wall time of a placement request that finds the catalog changed: it reads and indexes the "
         "live pools again",
     ),
+    (
+        "place over a catalog of 10,000 pools with allocation",
+        "wall time of one placement request where the catalog also holds each pool's free slices, "
+        "so place ranks free before growable pools",
+    ),
     ("place over", "wall time of one placement request against the catalog, the process already started"),
+    (
+        "autoscaler, a pending pod on a pool at zero to its scale-up",
+        "wall time from a pod created through the Kubernetes API to the sandbox autoscaler's "
+        "TriggeredScaleUp for a pool at zero, read from the hints apply wrote",
+    ),
+    (
+        "autoscaler, a pending pod on a pool at zero to Running",
+        "wall time from the same pod's creation to Running on the node the autoscaler added",
+    ),
     (
         "verify --json",
         "wall time of `verify --json` reading every cluster's nodes and device-plugin ConfigMap "

@@ -67,7 +67,7 @@ def record(
     for name, desired in _states(tmp_path, cluster).items():
         state = dataclasses.replace(desired, nodes=(nodes or {}).get(name))
         if name in unhinted:
-            state = dataclasses.replace(state, node_template=None)
+            state = dataclasses.replace(state, autoscaler_hints=None)
         pools.append(ObservedPool(state, capacity(cloud, state)))
     given = None if allocation is None else {n: Allocation(*a) for n, a in allocation.items()}
     store.record_cluster(
