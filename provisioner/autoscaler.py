@@ -22,6 +22,7 @@ from provisioner.pools import NodeTemplate, PoolState, Taint
 NO_WHOLE_GPUS = 0
 # A compute share is requested in percent of a GPU (clouds.yaml placement.computeShare).
 PERCENT_PER_GPU = 100
+EFFECT_STRENGTH = ("PreferNoSchedule", "NoSchedule", "NoExecute")  # weakest first
 
 
 def node_template(cloud: CloudProfile, state: PoolState) -> NodeTemplate | None:
@@ -42,11 +43,23 @@ def node_template(cloud: CloudProfile, state: PoolState) -> NodeTemplate | None:
         resources[share] = PERCENT_PER_GPU * offers.gpus_per_node
     if resources == {GPU_RESOURCE: offers.gpus_per_node}:
         return None  # what the autoscaler reads from the instance type already
+    # The node starts with what the cloud adds to a Spot pool too (clouds.yaml spotAdds).
+    labels = {**state.label_map, **(cloud.spot_labels if state.spot else {})}
+    taints = (*state.taints, *(cloud.spot_taints if state.spot else ()))
     return NodeTemplate(
         tuple(resources.items()),
-        state.labels if hints.label else (),
-        state.taints if hints.taint else (),
+        tuple(labels.items()) if hints.label else (),
+        _one_per_key(taints) if hints.taint else (),
     )
+
+
+def _one_per_key(taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
+    """A tag holds one taint per key: where a pool has a key twice, the strongest effect (the one
+    that keeps the most pods off) stands for it, so the tags read back as they were written."""
+    strongest: dict[str, Taint] = {}
+    for taint in sorted(taints, key=lambda t: EFFECT_STRENGTH.index(t.effect)):
+        strongest[taint.key] = taint
+    return tuple(strongest.values())
 
 
 def starts_from_zero(cloud: CloudProfile, state: PoolState) -> bool:
@@ -55,9 +68,11 @@ def starts_from_zero(cloud: CloudProfile, state: PoolState) -> bool:
     (Once a node runs, autoscalers build the template from a running node instead.)"""
     if not state.scaling.autoscaling:
         return False
-    needed = node_template(cloud, state)
-    if needed is None:
+    if cloud.autoscaler_knows_sharing:
         return True
+    needed = node_template(cloud, state)
+    if needed is None:  # the instance type's GPUs are the slices; or the tool knows no hints there
+        return cloud.autoscaler_hints is not None
     held = dict(state.autoscaler_hints.resources) if state.autoscaler_hints else {}
     return all(held.get(name) == count for name, count in needed.resources)
 

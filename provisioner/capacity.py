@@ -10,7 +10,9 @@ and `sharing_text` is the one spelling of a pool's sharing they all print.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from provisioner import hardware
 from provisioner.hardware import CloudProfile, Gpu, MigProfile
@@ -102,3 +104,9 @@ def sharing_text(mode: str, clients: int | None, isolation: str | None = None) -
     if mode == "memory":
         return f"memory (isolating {isolation or 'none'})"
     return "" if clients is None else f"{mode} x{clients}"
+
+
+def resource_of(row: Mapping[str, Any]) -> str:
+    """The resource a catalog pool's nodes advertise its slices as, and its pods ask for."""
+    cloud = hardware.load().clouds[row["cloud"]]
+    return marks(cloud, None, row["sharing"], row["replicas"], isolation=row["isolation"]).resource

@@ -168,9 +168,13 @@ def _update_words(name: str, before: Any, after: Any) -> str:
 
 
 def _hints_words(template: NodeTemplate | None) -> str:
+    """The hints in a line: resources, then the labels and taints they carry."""
     if template is None:
         return "none"
-    return ", ".join(f"{name}={count}" for name, count in template.resources)
+    words = [f"{name}={count}" for name, count in template.resources]
+    words += [f"label {key}={value}" for key, value in template.labels]
+    words += [f"taint {taint}" for taint in template.taints]
+    return ", ".join(words)
 
 
 def describe(cloud: CloudProfile, state: PoolState) -> dict[str, Any]:

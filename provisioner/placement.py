@@ -43,9 +43,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from provisioner import hardware
-from provisioner.capacity import ISOLATION_LEVELS, sharing_text
+from provisioner.capacity import ISOLATION_LEVELS, resource_of, sharing_text
 from provisioner.errors import NoPlacement
-from provisioner.nvidia import marks
 from provisioner.request import Request
 from provisioner.tiers import TIERS, Standing, standing, unknown_reason
 
@@ -471,12 +470,6 @@ def _placement(offer: Offer, others: int) -> Placement:
         capacity=_capacity(offer),
         tier_why=_tier_why(offer),
     )
-
-
-def resource_of(row: Mapping[str, Any]) -> str:
-    """The resource a catalog pool's nodes advertise its slices as, and its pods ask for."""
-    cloud = hardware.load().clouds[row["cloud"]]
-    return marks(cloud, None, row["sharing"], row["replicas"], isolation=row["isolation"]).resource
 
 
 def _capacity(offer: Offer) -> dict[str, Any]:

@@ -82,6 +82,14 @@ class Conflict:
 
 
 @dataclass(frozen=True)
+class Note:
+    """What to know of a pool the plan changes, that no field says (autoscaler_note)."""
+
+    pool: str
+    message: str
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     target: Target
     changes: tuple[Change, ...] = ()
@@ -90,7 +98,7 @@ class ClusterPlan:
     conflicts: tuple[Conflict, ...] = ()  # fleet pools that exist but are not the tool's: never touched
     error: str | None = None  # the cluster could not be observed
     configmap: ConfigMapPlan | None = None  # its device-plugin ConfigMap, where planned with --kube
-    notes: tuple[Conflict, ...] = ()  # what to know of a changed pool's autoscaling (autoscaler_note)
+    notes: tuple[Note, ...] = ()  # what to know of the changed pools
 
 
 @dataclass(frozen=True)
@@ -175,7 +183,7 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
         in_progress=tuple(p.name for p in observation.pools if p.status == "changing"),
         conflicts=conflicts,
         notes=tuple(
-            Conflict(change.pool, note)
+            Note(change.pool, note)
             for change in changes
             if change.desired is not None and (note := autoscaler_note(compiled.cloud, change.desired))
         ),

@@ -109,7 +109,10 @@ def pool_capacity(row: Mapping[str, Any]) -> dict[str, Any]:
     """A pool's free and reachable slices in its own unit, for `catalog inspect` and the page:
     free now (None: unknown), and what growing to its maximum adds (None: its nodes unknown)."""
     found = standing(row)
-    grows = found.nodes_left and found.nodes_left * row["slices_per_node"] * found.growable
+    if found.nodes_left is None:
+        grows = None  # its nodes now are unknown
+    else:
+        grows = found.nodes_left * row["slices_per_node"] if found.growable else 0
     return {
         "slices_free": found.free_units,
         "slices_growable": grows,

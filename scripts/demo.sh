@@ -67,10 +67,12 @@ if command -v kubectl >/dev/null; then
   step kubectl apply -f "$sandbox/notebook.yaml"
   "${kube[@]}" apply -f "$sandbox/notebook.yaml"
   "${kube[@]}" get pod notebook
-  for _ in $(seq 50); do  # Pending until the autoscaler's node joins (--op-seconds)
-    "${kube[@]}" get pod notebook --no-headers | grep -q Running && break
+  running=""
+  for _ in $(seq 100); do  # Pending until the autoscaler's node joins (--op-seconds)
+    "${kube[@]}" get pod notebook --no-headers | grep -q Running && { running=yes; break; }
     sleep 0.2
   done
+  [ -n "$running" ] || { "${kube[@]}" get events >&2; echo "the pod never ran: no node was added" >&2; exit 1; }
   step kubectl get pod notebook '&&' kubectl get nodes -L eks.amazonaws.com/nodegroup '&&' kubectl get events
   "${kube[@]}" get pod notebook
   "${kube[@]}" get nodes -L eks.amazonaws.com/nodegroup

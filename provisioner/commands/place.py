@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from provisioner.commands.common import catalog_option, os_error, plural, sandbox_option, store_for
 from provisioner.commands.kube import kubeconfig_option
 from provisioner.drivers.registry import DRIVERS  # names only: no SDK behind this import
+
+if TYPE_CHECKING:
+    from provisioner.catalog.store import Store
+    from provisioner.request import Request
 
 
 @click.command()
@@ -136,7 +141,9 @@ def place(
     click.echo(_yaml(chosen.fragment()), nl=False)
 
 
-def _live(store, request, sandbox: Path | None, fleet: str | None, kubeconfig: Path | None) -> list[dict]:
+def _live(
+    store: Store, request: Request, sandbox: Path | None, fleet: str | None, kubeconfig: Path | None
+) -> list[dict[str, Any]]:
     """The catalog's pools with the allocation of the clusters the request may land on read now;
     a cluster that does not answer is said, and its free slices count as unknown."""
     from provisioner.kube.contexts import KubeAccess

@@ -130,14 +130,16 @@ class EksDriver:
             },
             "labels": desired.label_map,
             "taints": [_taint(t) for t in desired.taints],
-            "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.autoscaler_hints)},
+            # The hints follow once its Auto Scaling group is tagged (_retag): the node group's are
+            # what plan reads, so they are written last.
+            "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE},
         }
         if desired.disk_size_gb is not None:
             request["diskSize"] = desired.disk_size_gb
         with _sdk_errors():
             self._client(cluster).create_nodegroup(**request)
         described = self._wait_active(cluster, desired.name, f"creating node group {desired.name}")
-        self._tag_groups(cluster, described, hint_tags(_hints(), desired.autoscaler_hints), {})
+        self._retag(cluster, described, desired.autoscaler_hints)
         return self._read(cluster, desired.name)
 
     def update_pool(self, cluster: ClusterRef, desired: PoolState) -> PoolState:
@@ -257,13 +259,15 @@ class EksDriver:
         wanted = hint_tags(_hints(), template)
         old, _ = read_hint_tags(_hints(), described.get("tags") or {})
         stale = [key for key in hint_tags(_hints(), old) if key not in wanted]
+        # The Auto Scaling group first: should that fail, the node group still reads as unhinted,
+        # so the next plan writes both again.
+        self._tag_groups(cluster, described, wanted, stale)
         client = self._client(cluster)
         with _sdk_errors():
             if wanted:
                 client.tag_resource(resourceArn=described["nodegroupArn"], tags=wanted)
             if stale:
                 client.untag_resource(resourceArn=described["nodegroupArn"], tagKeys=stale)
-        self._tag_groups(cluster, described, wanted, stale)
 
     def _tag_groups(
         self, cluster: ClusterRef, described: dict[str, Any], tags: dict[str, str], stale: list[str]

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from provisioner.capacity import resource_of
 from provisioner.errors import KubeUnreachable
 from provisioner.kube.contexts import KubeAccess, each_cluster
 from provisioner.kube.inspect import all_pool_label_keys, inspect_cluster, pool_allocation
@@ -28,8 +29,6 @@ def live_rows(
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """`rows` with the allocation of the clusters named in `asked` (default: every cluster with a
     live GPU pool) read now, and per cluster that did not answer, why."""
-    from provisioner.placement import resource_of
-
     gpu_rows = [r for r in rows if r.get("gpu") and r.get("deleted_at") is None]
     names = sorted({r["cluster"] for r in gpu_rows} if asked is None else set(asked))
     targets = [

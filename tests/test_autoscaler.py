@@ -1,0 +1,58 @@
+"""The node template a pool's autoscaler is told, and its tags read back as written: what keeps a
+plan after apply empty, on every cloud with hints (the wire is tests/clis/test_autoscaler_hints.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner import hardware
+from provisioner.autoscaler import hint_tags, node_template, read_hint_tags, starts_from_zero
+from provisioner.pools import GPU_TAINT, PoolState, Scaling, Taint
+
+SHARED_GPU = {"aks": "Standard_NC4as_T4_v3", "eks": "g5.xlarge"}
+
+
+def shared_pool(cloud: str, **changes) -> PoolState:
+    return PoolState(
+        name="shared",
+        instance_type=SHARED_GPU[cloud],
+        gpus_per_node=1,
+        mig_setting=None,
+        sharing=None,
+        spot=changes.pop("spot", False),
+        disk_size_gb=None,
+        scaling=changes.pop("scaling", Scaling(0, 2, autoscaling=True)),
+        labels=(("nvidia.com/device-plugin.config", "time-sliced-4"),),
+        taints=changes.pop("taints", (GPU_TAINT,)),
+    )
+
+
+@pytest.mark.parametrize("cloud", sorted(SHARED_GPU))
+def test_two_taints_of_one_key_read_back_as_written(cloud: str):
+    profile = hardware.load().clouds[cloud]
+    both = (GPU_TAINT, Taint("nvidia.com/gpu", "present", "NoExecute"))
+    template = node_template(profile, shared_pool(cloud, taints=both))
+    assert template is not None
+    assert template.taints == (Taint("nvidia.com/gpu", "present", "NoExecute"),)  # the strongest
+    read, others = read_hint_tags(profile.autoscaler_hints, hint_tags(profile.autoscaler_hints, template))
+    assert (read, others) == (template, {})
+
+
+def test_a_spot_pools_template_carries_what_the_cloud_adds_to_its_nodes():
+    aks = hardware.load().clouds["aks"]
+    template = node_template(aks, shared_pool("aks", spot=True))
+    assert template is not None
+    assert ("kubernetes.azure.com/scalesetpriority", "spot") in template.labels
+    assert Taint("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule") in template.taints
+
+
+def test_a_pool_starts_from_zero_only_with_the_hints_its_slices_need():
+    eks = hardware.load().clouds["eks"]
+    bare = shared_pool("eks")
+    assert not starts_from_zero(eks, bare)  # the instance type's one whole GPU is all it knows
+    hinted = PoolState(**{**bare.__dict__, "autoscaler_hints": node_template(eks, bare)})
+    assert starts_from_zero(eks, hinted)
+    fixed = shared_pool("eks", scaling=Scaling.fixed(1))
+    assert node_template(eks, fixed) is None and not starts_from_zero(eks, fixed)
+    gke = hardware.load().clouds["gke"]
+    assert starts_from_zero(gke, PoolState(**{**bare.__dict__, "instance_type": "g2-standard-8"}))
