@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner import hardware
-from provisioner.autoscaler import node_template
+from provisioner.autoscaler import hint_tags, node_template
 from provisioner.capacity import GIB_IN_GB, SHARING_ISOLATION, memory_per_slice_gb, slices_per_gpu
 from provisioner.clusters import Target
 from provisioner.errors import Diagnostic, FleetError
@@ -188,7 +188,7 @@ def compile_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> NodeSetup
             ]
         )
     scheduler = cloud.scheduler if spec.sharing == "memory" else None
-    return NodeSetup(
+    setup = NodeSetup(
         instance_type=checked.instance_type,
         gpu=checked.gpu,
         gpus_per_node=checked.gpus_per_node,
@@ -204,4 +204,27 @@ def compile_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> NodeSetup
         # A MIG instance or a whole GPU is isolated by the hardware; sharing isolates what it does.
         isolation=spec.isolation or SHARING_ISOLATION.get(spec.sharing, "none"),
         gib_per_gpu=scheduler.gib_per_gpu[checked.gpu.key] if scheduler is not None else None,
+    )
+    _check_hint_tags(CompiledPool(pool, setup, cloud))
+    return setup
+
+
+def _check_hint_tags(compiled: CompiledPool) -> None:
+    """The autoscaler's hints fit the tags the cloud holds on their resource: each of the pool's
+    labels and taints is one more tag there, so a label-heavy pool is refused here, not by apply."""
+    cloud = compiled.cloud
+    limits = cloud.limits
+    hints = hint_tags(cloud.autoscaler_hints, desired_state(compiled).autoscaler_hints)
+    if limits.max_tags is None or len(hints) + limits.taken_tags <= limits.max_tags:
+        return
+    room = limits.max_tags - limits.taken_tags
+    raise PoolProblems(
+        [
+            (
+                ("labels",),
+                f"its autoscaler hints need {len(hints)} {cloud.title} tags (one per resource, label "
+                f"and taint), and {room} are free there (at most {limits.max_tags}, "
+                f"{limits.taken_tags} taken by the cloud and provisioner); give it fewer labels or taints",
+            )
+        ]
     )

@@ -7,6 +7,8 @@ import pytest
 
 from provisioner import hardware
 from provisioner.autoscaler import hint_tags, node_template, read_hint_tags, starts_from_zero
+from provisioner.compile import compile_file
+from provisioner.errors import FleetError
 from provisioner.pools import GPU_TAINT, PoolState, Scaling, Taint
 
 SHARED_GPU = {"aks": "Standard_NC4as_T4_v3", "eks": "g5.xlarge"}
@@ -56,3 +58,25 @@ def test_a_pool_starts_from_zero_only_with_the_hints_its_slices_need():
     assert node_template(eks, fixed) is None and not starts_from_zero(eks, fixed)
     gke = hardware.load().clouds["gke"]
     assert starts_from_zero(gke, PoolState(**{**bare.__dict__, "instance_type": "g2-standard-8"}))
+
+
+def test_validate_refuses_hints_the_clouds_tags_cannot_hold(tmp_path):
+    labels = "".join(f"          team-{i}: ml\n" for i in range(48))
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        "clusters:\n  - name: aws\n    cloud: eks\n    region: us-west-2\n    cluster: ml\n"
+        "    nodeRole: arn:aws:iam::123456789012:role/nodes\n    subnets: [subnet-0abc1234]\n"
+        "    pools:\n      - name: shared\n        instanceType: g5.xlarge\n"
+        "        gpu: {sharing: time-slicing, replicas: 4}\n        nodes: {min: 0, max: 3}\n"
+        f"        labels:\n{labels}"
+    )
+    with pytest.raises(FleetError) as refused:
+        compile_file(fleet)
+    assert str(refused.value) == (
+        f"{fleet}:13: clusters[aws].pools[shared].labels: its autoscaler hints need 52 EKS tags (one per "
+        "resource, label and taint), and 46 are free there (at most 50, 4 taken by the cloud and "
+        "provisioner); give it fewer labels or taints"
+    )
+    fixed = fleet.read_text().replace("nodes: {min: 0, max: 3}", "nodes: {count: 1}")
+    fleet.write_text(fixed)
+    compile_file(fleet)  # a pool of a fixed size carries no hints

@@ -75,6 +75,8 @@ class PoolLimits:
     max_taint_key_length: int | None = None
     max_taints: int | None = None  # the GPU taint provisioner adds counts too
     max_labels: int | None = None  # the user's labels on one pool
+    max_tags: int | None = None  # on the resource the autoscaler's hints go on ...
+    taken_tags: int = 0  # ... of which the cloud and the tool take this many themselves
     reserved_label_prefixes: Mapping[str, str] = field(default_factory=dict)  # prefix -> why
 
 
@@ -393,6 +395,8 @@ def _limits(row: Mapping[str, Any]) -> PoolLimits:
         max_taint_key_length=row.get("taintKey", {}).get("maxLength"),
         max_taints=row.get("taints", {}).get("max"),
         max_labels=row.get("labels", {}).get("max"),
+        max_tags=row.get("tags", {}).get("max"),
+        taken_tags=row.get("tags", {}).get("taken", 0),
         reserved_label_prefixes=row.get("reservedLabelPrefixes", {}),
     )
 
