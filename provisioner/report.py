@@ -300,6 +300,44 @@ class ProgressReporter:
                 self._log(Text(f"still running ({took}): {', '.join(running)}", style="dim"))
 
 
+class CountHeartbeat:
+    """Progress of a long run over many clusters (sync): every `heartbeat` seconds, on stderr, a
+    line of how many are done, so a CronJob's or CI's log shows a nightly sync still moving."""
+
+    def __init__(self, console: Console, doing: str, total: int, heartbeat: float = HEARTBEAT_SECONDS):
+        self._console = console
+        self._doing = doing
+        self._total = total
+        self._heartbeat = heartbeat
+        self._done = 0
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._beating = threading.Thread(target=self._beat, name="count-heartbeat", daemon=True)
+        self._began = time.monotonic()
+
+    def __enter__(self) -> CountHeartbeat:
+        self._began = time.monotonic()
+        self._beating.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopped.set()
+        self._beating.join()
+
+    def tick(self) -> None:
+        with self._lock:
+            self._done += 1
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(self._heartbeat):
+            with self._lock:
+                done = self._done
+            took = duration(time.monotonic() - self._began)
+            self._console.print(
+                Text(f"still {self._doing} ({took}): {done} of {self._total} clusters done", style="dim")
+            )
+
+
 def duration(seconds: float) -> str:
     """Elapsed time as Terraform logs it: 45s, 2m0s, 1h3m0s."""
     total = int(seconds)

@@ -8,6 +8,7 @@ order and what the clouds hold when a line arrives, never how long anything took
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -184,3 +185,35 @@ def test_a_bad_heartbeat_interval_is_said_before_anything_is_planned(command: st
     assert result.stderr == (
         "error: PROVISIONER_PROGRESS_INTERVAL: 'every minute' is not a positive number of seconds\n"
     )
+
+
+def test_sync_says_how_far_it_is_on_stderr_while_json_stays_on_stdout(tmp_path: Path):
+    """A nightly sync's log shows it moving: "still syncing (...): N of M clusters done" lines on
+    stderr, every PROVISIONER_PROGRESS_INTERVAL, and stdout holds only its JSON document."""
+    from provisioner.sandbox.server import Sandbox, SandboxSettings
+
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(fleet_text(uuid.uuid4().hex[:8]), encoding="utf-8")
+    targets = [c.target for c in compile_file(fleet).clusters]
+    sandbox = Sandbox(tmp_path / "sandbox", SandboxSettings(latency_ms=300)).start(targets)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PROVISIONER_CATALOG": "",
+        "PROVISIONER_PROGRESS_INTERVAL": "0.1",  # well under one listing's 300 ms round trip
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "provisioner", "sync", str(fleet), "--json", "--no-kube"],
+            env={**env, "PROVISIONER_SANDBOX": str(sandbox.directory)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        sandbox.stop()
+    assert done.returncode == 0, done.stderr
+    assert sorted(json.loads(done.stdout)["written"]) == ["azure", "gcp"]
+    beats = re.findall(r"^still syncing \(\S+\): (\d) of 2 clusters done$", done.stderr, re.M)
+    assert beats and beats == sorted(beats), done.stderr  # at least one, never going back

@@ -9,7 +9,7 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -99,11 +99,13 @@ def sync(
     policy: RetryPolicy | None = None,
     kube: KubeAccess | None = None,
     adopted: Mapping[str, Collection[str]] | None = None,
+    each_done: Callable[[], None] | None = None,
 ) -> SyncReport:
     """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each as soon as
     it is listed, whole or not at all (Store.record_cluster). With `kube`, each fleet cluster's
     Kubernetes API is asked too, for what its pools' nodes advertise and what pods hold
-    (allocation). `adopted`: per cluster, the pools an apply adopted."""
+    (allocation). `adopted`: per cluster, the pools an apply adopted; `each_done` is called as each
+    cluster is written or has failed (progress)."""
     mine = [c for c in compiled if in_shard(c.name, shard)]
     extra = [c for c in discovered if in_shard(c.name, shard)]
     report = SyncReport(store.start_run(f"{shard[0]}/{shard[1]}" if shard else None))
@@ -151,7 +153,7 @@ def sync(
     started = time.perf_counter()
     crash: str | None = None
     try:
-        observe([c.target for c in mine] + list(extra), drivers, policy, then=write)
+        observe([c.target for c in mine] + list(extra), drivers, policy, then=_counted(write, each_done))
     except BaseException as error:
         crash = f"{type(error).__name__}: {error}"
         raise
@@ -169,6 +171,22 @@ def sync(
                 error=crash,
             )
     return report
+
+
+def _counted(
+    write: Callable[[Observation], None], each_done: Callable[[], None] | None
+) -> Callable[[Observation], None]:
+    """`write`, then `each_done` (however the write ended)."""
+    if each_done is None:
+        return write
+
+    def counted(observation: Observation) -> None:
+        try:
+            write(observation)
+        finally:
+            each_done()
+
+    return counted
 
 
 def _ask(

@@ -9,7 +9,15 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from provisioner.commands.common import catalog_option, drivers_for, out, plural, sandbox_option, store_for
+from provisioner.commands.common import (
+    catalog_option,
+    drivers_for,
+    err,
+    out,
+    plural,
+    sandbox_option,
+    store_for,
+)
 from provisioner.commands.kube import kube_access, kube_options
 from provisioner.drivers.registry import DRIVERS  # names only: no SDK behind this import
 
@@ -58,7 +66,20 @@ def sync(
     drivers = drivers_for(sandbox)
     found, discovery_errors = syncing.discover(compiled.clusters, drivers) if discover else ([], {})
     kube = kube_access(sandbox, kubeconfig, no_kube)
-    report = syncing.sync(compiled.clusters, drivers, store, shard=shard_range, discovered=found, kube=kube)
+    from provisioner.report import CountHeartbeat, heartbeat_seconds
+
+    listed = [c.name for c in compiled.clusters] + [t.name for t in found]
+    total = sum(1 for name in listed if syncing.in_shard(name, shard_range))
+    with CountHeartbeat(err, "syncing", total, heartbeat_seconds()) as progress:
+        report = syncing.sync(
+            compiled.clusters,
+            drivers,
+            store,
+            shard=shard_range,
+            discovered=found,
+            kube=kube,
+            each_done=progress.tick,
+        )
     drift = drift_lines(report.drift)
     if as_json:
         document = {

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 # no :name: in one becomes an emoji (emoji=False: escape leaves those).
 # Piped output gets room for whole instance-type names rather than a terminal's default 80 columns.
 out = Console(highlight=False, soft_wrap=True, emoji=False, width=None if sys.stdout.isatty() else 132)
+# Progress of long runs goes to stderr, so --json on stdout stays one document.
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def plural(n: int, noun: str) -> str:
