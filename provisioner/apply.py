@@ -45,6 +45,7 @@ class Outcome:
     done: bool
     message: str = ""
     unreachable: bool = False  # the cloud stayed unreachable past the outage window
+    then: Action | None = None  # after an adoption: the update or replace that followed it
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class Applier:
                 unreachable=isinstance(error, Unreachable),
             )
         else:
-            outcome = Outcome(name, change.pool, change.action, True)
+            outcome = Outcome(name, change.pool, change.action, True, then=change.then)
         self.reporter.change_finished(outcome)
         return outcome
 
@@ -249,6 +250,11 @@ class Applier:
                 self.operation_timeout,
                 f"creating {change.pool}",
             )
+            # The earlier attempt may have stopped after the pool was made, before what follows
+            # in the same call (EKS: the autoscaler's tags): finish it in place.
+            made = {p.name: p for p in driver.list_pools(cluster)}[change.pool]
+            if change.desired.differences(made):
+                driver.update_pool(cluster, change.desired)
 
     @staticmethod
     def _delete(driver: Driver, cluster: ClusterRef, name: str) -> None:

@@ -378,7 +378,8 @@ def apply_summary(result: ApplyResult) -> Text:
         style = "red" if config_map.failed else ("green" if config_map.message.startswith("applied") else "")
         line = f"{config_map.cluster}: configmap {config_map.path}: {config_map.message}\n"
         lines.append(line, style=style)
-    counts = {action.name: sum(o.action == action for o in result.done) for action in ACTIONS}
+    # An adoption then updated counts as both, as the plan's header counts it.
+    counts = {action.name: sum(action in (o.action, o.then) for o in result.done) for action in ACTIONS}
     done = ", ".join(f"{n} {_ACTION_NAMED[action].done}" for action, n in _shown_counts(counts))
     if result.ok:
         lines.append(f"Apply complete: {done}.\n", style="green")

