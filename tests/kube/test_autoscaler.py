@@ -6,6 +6,7 @@ go after the scale-down delay; max holds."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -281,3 +282,74 @@ def test_ack_memory_sharing_scales_from_the_ecs_tags(world: Scaling):
         "pod didn't trigger scale-up: 1 Insufficient aliyun.com/gpu-mem"
     )
     scales_from_zero_and_back(world, "ali", "mem", group, "ack.node.gpu.schedule=cgpu")
+
+
+def test_a_scale_up_sets_the_clouds_size_at_once_and_the_node_joins_later(world: Scaling):
+    """As a real autoscaler (SetDesiredCapacity, the scale set's capacity): the cloud reports the
+    new size while the instance boots, the Kubernetes API lists the node only once it joined, the
+    pods meanwhile wait for it rather than ask again, and a plan stays empty (the size is the
+    autoscaler's)."""
+    import boto3
+    from azure.core.credentials import AccessToken
+    from azure.mgmt.containerservice import ContainerServiceClient
+
+    class Token:
+        def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+            return AccessToken("sandbox", int(time.time()) + 3600)
+
+    engines = list(world.sandbox.engines.values())
+    for engine in engines:  # the new instances boot until the test lets them join
+        engine.op_seconds = 3600.0
+    eks = boto3.client(
+        "eks",
+        endpoint_url=world.url("eks"),
+        region_name="us-west-2",
+        aws_access_key_id="sandbox",
+        aws_secret_access_key="sandbox",
+    )
+    aks = ContainerServiceClient(
+        Token(), "22222222-2222-2222-2222-222222222222", base_url=world.url("aks"), retry_total=0
+    )
+    pools = {"aws": "eks.amazonaws.com/nodegroup=shared", "azure": "agentpool=shared"}
+    for cluster, label in pools.items():
+        key, value = label.split("=")
+        world.run(cluster, "first", {SHARED: 2}, {key: value})
+    for cluster in pools:
+        assert group_of(wait_for(lambda c=cluster: world.events(c, "first").get("TriggeredScaleUp")))
+    described = eks.describe_nodegroup(clusterName=f"eks-{world.suffix}", nodegroupName="shared")
+    assert described["nodegroup"]["scalingConfig"]["desiredSize"] == 1
+    rg, name = f"rg-{world.suffix}", f"aks-{world.suffix}"
+    assert aks.agent_pools.get(rg, name, "shared", enforce_https=False).count == 1
+    for cluster, label in pools.items():
+        assert world.nodes(cluster, label) == []  # still booting: not registered yet
+        assert world.pod(cluster, "first").status.phase == "Pending"
+
+    env = {"PROVISIONER_SANDBOX": str(world.sandbox.directory), "PROVISIONER_LOCK_DIR": ""}
+    listed = CliRunner().invoke(main, ["pools", str(world.fleet), "--json"], env=env)
+    assert listed.exit_code == 0, listed.output
+    current = {
+        (c["cluster"], p["pool"]): p["current_nodes"] for c in json.loads(listed.output) for p in c["pools"]
+    }
+    assert (current[("aws", "shared")], current[("azure", "shared")]) == (1, 1)
+    plan = CliRunner().invoke(main, ["plan", str(world.fleet), "--detailed-exitcode"], env=env)
+    assert plan.exit_code == 0, plan.output
+
+    for cluster, label in pools.items():  # the booting node has room for a second pod: it waits
+        key, value = label.split("=")
+        world.run(cluster, "second", {SHARED: 2}, {key: value})
+        world.run(cluster, "probe", {SHARED: 5}, {})  # its answer shows a scan saw "second" too
+    for cluster in pools:
+        wait_for(lambda c=cluster: world.events(c, "probe").get("NotTriggerScaleUp"))
+        assert set(world.events(cluster, "second")) == {"FailedScheduling"}
+    described = eks.describe_nodegroup(clusterName=f"eks-{world.suffix}", nodegroupName="shared")
+    assert described["nodegroup"]["scalingConfig"]["desiredSize"] == 1
+    assert aks.agent_pools.get(rg, name, "shared", enforce_https=False).count == 1
+
+    for engine in engines:
+        engine.op_seconds = 0.05
+    for cluster, label in pools.items():
+        node = wait_for(lambda c=cluster: running_on(world, c, "first"))
+        assert wait_for(lambda c=cluster: running_on(world, c, "second")) == node
+        assert world.nodes(cluster, label) == [node]
+        ready = world.api(cluster).read_node(node).status.conditions
+        assert [(c.type, c.status) for c in ready] == [("Ready", "True")]

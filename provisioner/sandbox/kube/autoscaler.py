@@ -8,7 +8,11 @@
   the nodes those pods need, first-fit, up to its max; each pod it takes gets TriggeredScaleUp
   "pod triggered scale-up: [{<group> <now>-><new> (max: <max>)}]". When no group grows, every pod
   left gets NotTriggerScaleUp "pod didn't trigger scale-up: " and "<groups> <reason>" per reason
-  (sorted here; CA's order is Go's map order). New nodes join the cloud's op_seconds later.
+  (sorted here; CA's order is Go's map order). The group's size is set in the cloud at once (AWS
+  SetDesiredCapacity, the scale set's capacity, the instance groups' resize, the scaling group's),
+  so the cloud's API reports it while the instances boot; the new nodes join the Kubernetes API
+  op_seconds later (read at each scan), absent from it until then. Nodes the cloud counts and
+  Kubernetes does not list yet are CA's "upcoming nodes": pending pods that fit them wait.
 - Templates: a group's Ready node where it has one, else the last one it had (nodeInfoCache),
   else the cloud provider's template (templates.py, nodegroups.py).
 - Scale-down: a node of a group with no active pod for `scale_down_delay` seconds is removed,
@@ -46,9 +50,8 @@ class ClusterAutoscaler:
     ) -> None:
         self.nodes, self.pods, self.events = nodes, pods, events
         self.scale_down_delay = scale_down_delay
-        self.op_seconds = op_seconds  # how long the cloud takes to bring a node in
+        self.op_seconds = op_seconds  # how long a node the cloud added takes to join
         self.clock = clock
-        self.upcoming: dict[str, tuple[int, float]] = {}  # pool -> (size asked, when its nodes join)
         self.idle_since: dict[str, float] = {}
         self.cache: dict[str, Template] = {}  # pool -> the template of its last Ready node
 
@@ -56,17 +59,18 @@ class ClusterAutoscaler:
         """One loop: join nodes whose time came, schedule, scale up, scale down. The caller holds
         the cluster's lock."""
         now = self.clock()
-        groups = self._groups()
-        for group in groups:
-            target, due = self.upcoming.get(group.pool, (group.size, now))
-            if now >= due:
-                self.upcoming.pop(group.pool, None)
-                if target != group.size:
-                    group.resize(target)
+        self._join(now)
         groups = self._groups()
         self.pods.retry()
         self._scale_up(groups, now)
         self._scale_down(groups, now)
+
+    def _join(self, now: float) -> None:
+        """Booting nodes whose time came join; those the cloud no longer counts are forgotten."""
+        counted_now = {name for pool in self.nodes.cloud_pools() for name in pool.node_names}
+        for name, asked in list(self.nodes.booting.items()):
+            if name not in counted_now or now >= asked + self.op_seconds():
+                del self.nodes.booting[name]
 
     def _groups(self) -> list[NodeGroup]:
         pools = {pool.name: pool for pool in self.nodes.pools()}
@@ -83,7 +87,7 @@ class ClusterAutoscaler:
         pending = self.pods.unschedulable()
         joined = {g.pool: len(self.nodes.pools_by_name()[g.pool].node_names) for g in groups}
         for group in groups:  # pods that will fit the nodes already asked for wait for them
-            waiting = self.upcoming.get(group.pool, (group.size, now))[0] - joined[group.pool]
+            waiting = group.size - joined[group.pool]
             if waiting > 0:
                 placed, _ = _pack(pending, group.template, [({}, 0) for _ in range(waiting)], 0)
                 pending = [p for p in pending if p not in placed]
@@ -92,8 +96,7 @@ class ClusterAutoscaler:
         options = []
         reasons: dict[str, list[str]] = {p["metadata"]["uid"]: [] for p in pending}
         for group in groups:
-            target = self.upcoming.get(group.pool, (group.size, now))[0]
-            if target >= group.max_size:
+            if group.size >= group.max_size:
                 for found in reasons.values():
                     found.append(MAX_SIZE_REACHED)
                 continue
@@ -105,18 +108,19 @@ class ClusterAutoscaler:
                 if not failed:
                     fitting.append(pod)
             if fitting:
-                options.append((group, target, fitting))
+                options.append((group, fitting))
         if not options:
             for pod in pending:
                 message = f"pod didn't trigger scale-up: {counted(reasons[pod['metadata']['uid']])}"
                 self.events.record(pod, "Normal", "NotTriggerScaleUp", message, AUTOSCALER)
             return
-        group, target, fitting = min(options, key=lambda o: (-len(o[2]), o[0].ids))
+        group, fitting = min(options, key=lambda o: (-len(o[1]), o[0].ids))
+        target = group.size
         room = (group.max_size - target) // group.step * group.step
         placed, used = _pack(fitting, group.template, [], room)
         grow = -(-used // group.step) * group.step
         new = target + grow
-        self.upcoming[group.pool] = (new, now + self.op_seconds())
+        self._grow(group, new, now)
         infos = " ".join(
             f"{{{id_} {target // group.step}->{new // group.step} (max: {group.max_size // group.step})}}"
             for id_ in group.ids
@@ -125,8 +129,16 @@ class ClusterAutoscaler:
         for pod in placed:
             self.events.record(pod, "Normal", "TriggeredScaleUp", message, AUTOSCALER)
 
+    def _grow(self, group: NodeGroup, size: int, now: float) -> None:
+        """Set the group's size in the cloud now; the nodes it adds boot, unlisted, until they join."""
+        counted_before = set(self.nodes.cloud_pools_by_name()[group.pool].node_names)
+        group.resize(size)
+        for name in self.nodes.cloud_pools_by_name()[group.pool].node_names:
+            if name not in counted_before:
+                self.nodes.booting[name] = now
+
     def _scale_down(self, groups: list[NodeGroup], now: float) -> None:
-        pools = self.nodes.pools_by_name()
+        pools, counted_now = self.nodes.pools_by_name(), self.nodes.cloud_pools_by_name()
         for group in groups:
             names = pools[group.pool].node_names
             for name in names:
@@ -134,8 +146,8 @@ class ClusterAutoscaler:
                     self.idle_since.pop(name, None)
                 else:
                     self.idle_since.setdefault(name, now)
-            if group.pool in self.upcoming:
-                continue
+            if any(n in self.nodes.booting for n in counted_now[group.pool].node_names):
+                continue  # CA leaves a group alone while its scale-up's nodes boot
             size = group.size
             while size - group.step >= group.min_size and size == len(names):
                 per_zone = size // group.step

@@ -4,11 +4,16 @@ ConfigMap (rules.py).
 
 What kubectl changes on a node (labels, taints, annotations, cordon) is kept per node until the node
 goes away, and yields to the cloud when the cloud changes the same label or the pool's taints.
+
+A node the cloud already counts but that is still booting (the autoscaler resized its pool and the
+instance has not joined yet) is absent from the API until it joins, as a real node registers only
+once its kubelet starts.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import uuid
 from dataclasses import dataclass, field
@@ -63,6 +68,7 @@ class Nodes:
         self.edits: dict[str, NodeEdits] = {}
         self._slots: dict[str, int] = {}
         self._seen: dict[str, tuple[str, str]] = {}  # node -> (uid, creationTimestamp)
+        self.booting: dict[str, float] = {}  # node the cloud counts, not yet joined -> when it was asked for
 
     def all(self) -> dict[str, dict[str, Any]]:
         """Every node now, by name, as the API shows it."""
@@ -70,7 +76,7 @@ class Nodes:
             (rules.DEVICE_PLUGIN_NAMESPACE, rules.DEVICE_PLUGIN_CONFIG_MAP)
         )
         nodes: dict[str, dict[str, Any]] = {}
-        for pool in self.source.pools(self._slot):
+        for pool in self.pools():
             for index, name in enumerate(pool.node_names):
                 nodes[name] = self._node(pool, index, name, config_map)
         for gone in set(self.edits) - set(nodes):  # a node that went away takes its edits along
@@ -80,11 +86,18 @@ class Nodes:
         return nodes
 
     def pools(self) -> list[Pool]:
-        """The cloud's pools as Kubernetes sees them, their nodes by name."""
+        """The cloud's pools as Kubernetes sees them, their joined nodes by name."""
+        return [_joined(pool, self.booting) for pool in self.cloud_pools()]
+
+    def cloud_pools(self) -> list[Pool]:
+        """The cloud's pools as the cloud counts them: booting nodes included."""
         return self.source.pools(self._slot)
 
     def pools_by_name(self) -> dict[str, Pool]:
         return {pool.name: pool for pool in self.pools()}
+
+    def cloud_pools_by_name(self) -> dict[str, Pool]:
+        return {pool.name: pool for pool in self.cloud_pools()}
 
     def get(self, name: str) -> dict[str, Any]:
         try:
@@ -136,7 +149,7 @@ class Nodes:
         return self._slots.setdefault(pool_key, len(self._slots) + 1)
 
     def _pool_of(self, name: str) -> tuple[Pool, int]:
-        for pool in self.source.pools(self._slot):
+        for pool in self.pools():
             if name in pool.node_names:
                 return pool, pool.node_names.index(name)
         raise NotFound.of("nodes", name)
@@ -199,3 +212,12 @@ class Nodes:
         digest = hashlib.sha256(repr(node).encode()).hexdigest()
         metadata["resourceVersion"] = str(int(digest[:12], 16))
         return node
+
+
+def _joined(pool: Pool, booting: dict[str, float]) -> Pool:
+    """`pool` with only its joined nodes (each node's zone kept beside it)."""
+    if not any(name in booting for name in pool.node_names):
+        return pool
+    kept = [i for i, name in enumerate(pool.node_names) if name not in booting]
+    zones = [pool.zones[i] for i in kept] if pool.zones else []
+    return dataclasses.replace(pool, node_names=[pool.node_names[i] for i in kept], zones=zones)
