@@ -131,6 +131,7 @@ def test_kubectl_server_side_applies_what_render_prints(served: Served, tmp_path
 
 
 def test_pools_made_with_the_seeds_commands_are_imported_adopted_and_catalogued(served: Served):
+    ok(served.provisioner("apply", str(served.fleet), "--auto-approve"))  # the team's own pools first
     # TrueFoundry's guide (docs/seeds/002): a MIG pool and a time-shared pool with total limits ...
     for name, accelerator in (
         ("a100-40-mig-1g5gb", "type=nvidia-tesla-a100,count=1,gpu-partition-size=1g.5gb"),
