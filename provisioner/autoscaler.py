@@ -12,8 +12,8 @@ and `read_hint_tags` write and read it in the tag form the cloud's autoscaler re
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
-from provisioner.capacity import capacity
 from provisioner.hardware import AutoscalerHints, CloudProfile
 from provisioner.nvidia import GPU_RESOURCE
 from provisioner.pools import NodeTemplate, PoolState, Taint
@@ -23,17 +23,31 @@ NO_WHOLE_GPUS = 0
 # A compute share is requested in percent of a GPU (clouds.yaml placement.computeShare).
 PERCENT_PER_GPU = 100
 EFFECT_STRENGTH = ("PreferNoSchedule", "NoSchedule", "NoExecute")  # weakest first
+MAX_RESOURCE_HINTS = 3  # the slice resource, nvidia.com/gpu, and a compute share
 
 
-def node_template(cloud: CloudProfile, state: PoolState) -> NodeTemplate | None:
+class Offers(Protocol):
+    """What one node of a pool advertises: the compiler's NodeSetup for a pool the fleet asks for,
+    capacity()'s Capacity for one a cloud holds (the same names, so either serves)."""
+
+    @property
+    def resource(self) -> str: ...
+    @property
+    def slices_per_node(self) -> int: ...
+    @property
+    def gpus_per_node(self) -> int: ...
+    @property
+    def slice_unit(self) -> str: ...
+    @property
+    def isolation(self) -> str: ...
+
+
+def node_template(cloud: CloudProfile, state: PoolState, offers: Offers) -> NodeTemplate | None:
     """The template a pool's autoscaler needs, or None where it needs none: the pool does not
-    autoscale, its cloud's autoscaler knows the pool's sharing itself, or the nodes advertise
-    exactly the whole GPUs the instance type has."""
+    autoscale, its cloud's autoscaler knows the pool's sharing itself, it has no GPU slices, or
+    its nodes advertise exactly the whole GPUs the instance type has."""
     hints = cloud.autoscaler_hints
-    if hints is None or not state.scaling.autoscaling:
-        return None
-    offers = capacity(cloud.key, state)
-    if offers.gpu_model is None:
+    if hints is None or not state.scaling.autoscaling or not offers.slices_per_node:
         return None
     resources = {offers.resource: offers.slices_per_node}
     if offers.resource != GPU_RESOURCE:
@@ -53,6 +67,16 @@ def node_template(cloud: CloudProfile, state: PoolState) -> NodeTemplate | None:
     )
 
 
+def most_hint_tags(cloud: CloudProfile, labels: int, taints: int) -> int:
+    """The most tags a pool with `labels` and `taints` can take for its hints: its slice resource,
+    nvidia.com/gpu and a compute share, then a label or taint each, a Spot pool's adds included."""
+    hints = cloud.autoscaler_hints
+    if hints is None:
+        return 0
+    spot = len(cloud.spot_labels) * bool(hints.label) + len(cloud.spot_taints) * bool(hints.taint)
+    return MAX_RESOURCE_HINTS + labels * bool(hints.label) + taints * bool(hints.taint) + spot
+
+
 def _one_per_key(taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
     """A tag holds one taint per key: where a pool has a key twice, the strongest effect (the one
     that keeps the most pods off) stands for it, so the tags read back as they were written."""
@@ -62,7 +86,7 @@ def _one_per_key(taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
     return tuple(strongest.values())
 
 
-def starts_from_zero(cloud: CloudProfile, state: PoolState) -> bool:
+def starts_from_zero(cloud: CloudProfile, state: PoolState, offers: Offers) -> bool:
     """Whether the pool's autoscaler can start its first node for the pool's slices: it autoscales,
     and its cloud's autoscaler knows the slices itself, or the pool's hints say at least them.
     (Once a node runs, autoscalers build the template from a running node instead.)"""
@@ -70,7 +94,7 @@ def starts_from_zero(cloud: CloudProfile, state: PoolState) -> bool:
         return False
     if cloud.autoscaler_knows_sharing:
         return True
-    needed = node_template(cloud, state)
+    needed = node_template(cloud, state, offers)
     if needed is None:  # the instance type's GPUs are the slices; or the tool knows no hints there
         return cloud.autoscaler_hints is not None
     held = dict(state.autoscaler_hints.resources) if state.autoscaler_hints else {}
@@ -144,11 +168,11 @@ def _taint(key: str, value: str) -> Taint | None:
     return Taint(key, taint_value, effect)  # type: ignore[arg-type]
 
 
-def autoscaler_note(cloud: CloudProfile, state: PoolState) -> str | None:
+def autoscaler_note(cloud: CloudProfile, template: NodeTemplate | None) -> str | None:
     """What plan says of a pool the cloud's autoscaler still handles badly, with its source: a
-    pool that autoscales on renamed slices, where the autoscaler checks nvidia.com/gpu alone."""
+    pool whose hints say its slices are renamed (no whole nvidia.com/gpu), where the autoscaler
+    checks nvidia.com/gpu alone."""
     note = cloud.autoscaler_renamed_gpu_note
-    template = node_template(cloud, state)
     if note is None or template is None:
         return None
     return note if dict(template.resources).get(GPU_RESOURCE) == NO_WHOLE_GPUS else None

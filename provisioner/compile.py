@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner import hardware
-from provisioner.autoscaler import hint_tags, node_template
+from provisioner.autoscaler import hint_tags, most_hint_tags, node_template
 from provisioner.capacity import GIB_IN_GB, SHARING_ISOLATION, memory_per_slice_gb, slices_per_gpu
 from provisioner.clusters import Target
 from provisioner.errors import Diagnostic, FleetError
@@ -125,7 +125,7 @@ def desired_state(compiled: CompiledPool) -> PoolState:
         edge=pool.edge if compiled.cloud.edge_pools else None,  # every pool there is edge or not
         zones=tuple(pool.zones) if pool.zones is not None else None,
     )
-    return dataclasses.replace(state, autoscaler_hints=node_template(compiled.cloud, state))
+    return dataclasses.replace(state, autoscaler_hints=node_template(compiled.cloud, state, setup))
 
 
 def compile_file(path: str | Path, text: str | None = None) -> CompiledFleet:
@@ -212,8 +212,12 @@ def compile_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> NodeSetup
 def _check_hint_tags(compiled: CompiledPool) -> None:
     """The autoscaler's hints fit the tags the cloud holds on their resource: each of the pool's
     labels and taints is one more tag there, so a label-heavy pool is refused here, not by apply."""
-    cloud = compiled.cloud
+    cloud, setup = compiled.cloud, compiled.setup
     limits = cloud.limits
+    if limits.max_tags is None:
+        return
+    if most_hint_tags(cloud, len(setup.labels), len(setup.taints)) + limits.taken_tags <= limits.max_tags:
+        return  # room for every hint it could take: most pools, decided without building the hints
     hints = hint_tags(cloud.autoscaler_hints, desired_state(compiled).autoscaler_hints)
     if limits.max_tags is None or len(hints) + limits.taken_tags <= limits.max_tags:
         return

@@ -185,7 +185,8 @@ def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: b
         notes=tuple(
             Note(change.pool, note)
             for change in changes
-            if change.desired is not None and (note := autoscaler_note(compiled.cloud, change.desired))
+            if change.desired is not None
+            and (note := autoscaler_note(compiled.cloud, change.desired.autoscaler_hints))
         ),
     )
 

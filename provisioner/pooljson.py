@@ -77,5 +77,5 @@ def observed_json(state: PoolState, offers: Capacity, cloud: str) -> dict[str, A
         "taints": value_json("taints", state.taints),
         "owned": state.owned,
         "autoscaler_hints": template_json(state.autoscaler_hints) if state.autoscaler_hints else None,
-        "grows_from_zero": starts_from_zero(hardware.load().clouds[cloud], state),
+        "grows_from_zero": starts_from_zero(hardware.load().clouds[cloud], state, offers),
     }

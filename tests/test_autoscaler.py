@@ -7,6 +7,7 @@ import pytest
 
 from provisioner import hardware
 from provisioner.autoscaler import hint_tags, node_template, read_hint_tags, starts_from_zero
+from provisioner.capacity import capacity
 from provisioner.compile import compile_file
 from provisioner.errors import FleetError
 from provisioner.pools import GPU_TAINT, PoolState, Scaling, Taint
@@ -33,7 +34,7 @@ def shared_pool(cloud: str, **changes) -> PoolState:
 def test_two_taints_of_one_key_read_back_as_written(cloud: str):
     profile = hardware.load().clouds[cloud]
     both = (GPU_TAINT, Taint("nvidia.com/gpu", "present", "NoExecute"))
-    template = node_template(profile, shared_pool(cloud, taints=both))
+    template = node_template(profile, pool := shared_pool(cloud, taints=both), capacity(cloud, pool))
     assert template is not None
     assert template.taints == (Taint("nvidia.com/gpu", "present", "NoExecute"),)  # the strongest
     read, others = read_hint_tags(profile.autoscaler_hints, hint_tags(profile.autoscaler_hints, template))
@@ -42,7 +43,8 @@ def test_two_taints_of_one_key_read_back_as_written(cloud: str):
 
 def test_a_spot_pools_template_carries_what_the_cloud_adds_to_its_nodes():
     aks = hardware.load().clouds["aks"]
-    template = node_template(aks, shared_pool("aks", spot=True))
+    spot = shared_pool("aks", spot=True)
+    template = node_template(aks, spot, capacity("aks", spot))
     assert template is not None
     assert ("kubernetes.azure.com/scalesetpriority", "spot") in template.labels
     assert Taint("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule") in template.taints
@@ -51,13 +53,15 @@ def test_a_spot_pools_template_carries_what_the_cloud_adds_to_its_nodes():
 def test_a_pool_starts_from_zero_only_with_the_hints_its_slices_need():
     eks = hardware.load().clouds["eks"]
     bare = shared_pool("eks")
-    assert not starts_from_zero(eks, bare)  # the instance type's one whole GPU is all it knows
-    hinted = PoolState(**{**bare.__dict__, "autoscaler_hints": node_template(eks, bare)})
-    assert starts_from_zero(eks, hinted)
+    offers = capacity("eks", bare)
+    assert not starts_from_zero(eks, bare, offers)  # the instance type's one whole GPU is all it knows
+    hinted = PoolState(**{**bare.__dict__, "autoscaler_hints": node_template(eks, bare, offers)})
+    assert starts_from_zero(eks, hinted, offers)
     fixed = shared_pool("eks", scaling=Scaling.fixed(1))
-    assert node_template(eks, fixed) is None and not starts_from_zero(eks, fixed)
+    assert node_template(eks, fixed, offers) is None and not starts_from_zero(eks, fixed, offers)
     gke = hardware.load().clouds["gke"]
-    assert starts_from_zero(gke, PoolState(**{**bare.__dict__, "instance_type": "g2-standard-8"}))
+    on_gke = PoolState(**{**bare.__dict__, "instance_type": "g2-standard-8"})
+    assert starts_from_zero(gke, on_gke, capacity("gke", on_gke))
 
 
 def test_validate_refuses_hints_the_clouds_tags_cannot_hold(tmp_path):
