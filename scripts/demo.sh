@@ -59,8 +59,9 @@ step provisioner place --gpu-memory 4GiB --cloud ack
 
 # A pool at zero nodes starts for a placed pod: the autoscaler reads the hints apply wrote.
 manifest="examples/manifests/notebook.yaml"
-step provisioner place --gpu-memory 2GB --cloud eks --manifest "$manifest" '>' "$sandbox/notebook.yaml"
-"$provisioner" place --gpu-memory 2GB --cloud eks --manifest "$manifest" > "$sandbox/notebook.yaml"
+# (--pool: left to choose, place prefers p4d-mig, whose node runs with free slices now.)
+step provisioner place --gpu-memory 2GB --pool a10g-timesliced --manifest "$manifest" '>' "$sandbox/notebook.yaml"
+"$provisioner" place --gpu-memory 2GB --pool a10g-timesliced --manifest "$manifest" > "$sandbox/notebook.yaml"
 cat "$sandbox/notebook.yaml"
 if command -v kubectl >/dev/null; then
   kube=(kubectl --kubeconfig "$sandbox/kubeconfig" --context aws-ml)
@@ -73,6 +74,7 @@ if command -v kubectl >/dev/null; then
     sleep 0.2
   done
   [ -n "$running" ] || { "${kube[@]}" get events >&2; echo "the pod never ran: no node was added" >&2; exit 1; }
+  "${kube[@]}" get events | grep -q TriggeredScaleUp || { echo "the pod ran without a scale-up" >&2; exit 1; }
   step kubectl get pod notebook '&&' kubectl get nodes -L eks.amazonaws.com/nodegroup '&&' kubectl get events
   "${kube[@]}" get pod notebook
   "${kube[@]}" get nodes -L eks.amazonaws.com/nodegroup
