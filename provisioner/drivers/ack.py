@@ -410,9 +410,7 @@ def _adopt_request(raw: dict[str, Any]) -> Any:
         update_nodes=False,
     )
     if (raw.get("nodepool_info") or {}).get("type") != "edge":
-        group = raw.get("scaling_group") or {}
-        tags = {tag["key"]: tag.get("value") or "" for tag in group.get("tags") or []}
-        tags[OWNER_TAG_KEY] = OWNER_TAG_VALUE
+        tags = {**_ecs_tags(raw), OWNER_TAG_KEY: OWNER_TAG_VALUE}
         request.scaling_group = cs.ModifyClusterNodePoolRequestScalingGroup(
             tags=[cs.Tag(key=key, value=value) for key, value in tags.items()]
         )
@@ -465,9 +463,7 @@ def _observed(pool: dict[str, Any]) -> PoolState:
         status=_STATUS.get(status.get("state", ""), "changing"),
         nodes=status.get("total_nodes"),
         cloud_id=info.get("nodepool_id"),
-        autoscaler_hints=read_hint_tags(
-            _hints(), {tag["key"]: tag.get("value") or "" for tag in group.get("tags") or []}
-        )[0],
+        autoscaler_hints=read_hint_tags(_hints(), _ecs_tags(pool))[0],
     )
 
 
