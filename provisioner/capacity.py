@@ -16,7 +16,15 @@ from typing import Any
 
 from provisioner import hardware
 from provisioner.hardware import CloudProfile, Gpu, MigProfile
-from provisioner.nvidia import GPU_RESOURCE, marks, read_isolation, read_mig, read_sharing
+from provisioner.nvidia import (
+    GPU_RESOURCE,
+    dra_device_class,
+    marks,
+    read_allocation,
+    read_isolation,
+    read_mig,
+    read_sharing,
+)
 from provisioner.pools import PoolState
 
 # What a slice isolates from the other slices of its GPU, weakest first (placement compares them):
@@ -40,6 +48,7 @@ class Capacity:
     isolation: str = "hardware"  # one of ISOLATION_LEVELS
     slice_unit: str = "slice"  # slice, or GiB where a scheduler shares GPU memory
     resource: str = GPU_RESOURCE  # what the nodes advertise and pods request, counted in slice_unit
+    allocation: str = "device-plugin"  # or "dra": `resource` is the DeviceClass pods' claims name
 
 
 def capacity(cloud: str, state: PoolState) -> Capacity:
@@ -64,6 +73,7 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
             resource=marks(profile, None, sharing, None, isolation=isolation).resource,
         )
     mig = read_mig(profile, gpu, state)
+    allocation = read_allocation(profile, state)
     return Capacity(
         gpu_model=gpu.name,
         gpus_per_node=state.gpus_per_node,
@@ -73,7 +83,8 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
         slices_per_node=state.gpus_per_node * slices_per_gpu(mig, replicas),
         memory_per_slice_gb=memory_per_slice_gb(gpu, mig, replicas),
         isolation=SHARING_ISOLATION[sharing],
-        resource=marks(profile, mig, sharing, replicas).resource,  # the writer's own answer
+        resource=marks(profile, mig, sharing, replicas, allocation=allocation).resource,  # the writer's own
+        allocation=allocation,
     )
 
 
@@ -109,4 +120,6 @@ def sharing_text(mode: str, clients: int | None, isolation: str | None = None) -
 def resource_of(row: Mapping[str, Any]) -> str:
     """The resource a catalog pool's nodes advertise its slices as, and its pods ask for."""
     cloud = hardware.load().clouds[row["cloud"]]
+    if row.get("allocation") == "dra":  # the DeviceClass: MIG devices or whole GPUs
+        return dra_device_class(bool(row.get("mig_profile")))
     return marks(cloud, None, row["sharing"], row["replicas"], isolation=row["isolation"]).resource

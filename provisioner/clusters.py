@@ -49,3 +49,27 @@ class Target:
     @property
     def cloud(self) -> str:
         return self.ref.cloud
+
+
+@dataclass(frozen=True, order=True)
+class KubernetesVersion:
+    """A cluster's Kubernetes version, compared by major and minor; `text` the cloud's own spelling
+    (1.35.1-gke.1000000, 1.35.1-aliyun.1)."""
+
+    major: int
+    minor: int
+    text: str = field(default="", compare=False)
+
+    @classmethod
+    def parse(cls, text: str) -> KubernetesVersion:
+        """ValueError where `text` does not start with major.minor."""
+        head = text.strip().removeprefix("v").split("-", 1)[0].split(".")
+        if len(head) < 2 or not (head[0].isdigit() and head[1].isdigit()):
+            raise ValueError(f"{text!r} is not a Kubernetes version (major.minor[.patch])")
+        return cls(int(head[0]), int(head[1]), text)
+
+    def at_least(self, version: tuple[int, int]) -> bool:
+        return (self.major, self.minor) >= version
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"

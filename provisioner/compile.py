@@ -45,6 +45,8 @@ class NodeSetup:
     resource: str  # what pods request
     isolation: str  # what a slice isolates (capacity.ISOLATION_LEVELS)
     gib_per_gpu: int | None = None  # where a scheduler shares memory: the GiB it advertises per GPU
+    allocation: str = "device-plugin"  # or "dra": pods claim devices through DRA (`resource` a DeviceClass)
+    dra_feature_gates: frozenset[str] = frozenset()  # the DRA driver gates the pool opted in to
 
     @property
     def slice_unit(self) -> str:
@@ -98,6 +100,10 @@ class CompiledCluster:
     def uses_gpu_operator(self) -> bool:
         return self.cloud.sharing_via == "device-plugin" or self.cloud.mig_via == "operator-label"
 
+    @property
+    def dra_pools(self) -> tuple[CompiledPool, ...]:
+        return tuple(p for p in self.pools if p.setup.allocation == "dra")
+
 
 @dataclass(frozen=True)
 class CompiledFleet:
@@ -124,8 +130,18 @@ def desired_state(compiled: CompiledPool) -> PoolState:
         taints=setup.taints,
         edge=pool.edge if compiled.cloud.edge_pools else None,  # every pool there is edge or not
         zones=tuple(pool.zones) if pool.zones is not None else None,
+        cloud_installs_driver=_cloud_installs_driver(compiled),
     )
     return dataclasses.replace(state, autoscaler_hints=node_template(compiled.cloud, state, setup))
+
+
+def _cloud_installs_driver(compiled: CompiledPool) -> bool | None:
+    """Where the cloud has a pool field for it (GKE), whether the cloud installs the NVIDIA driver
+    on the pool's nodes: not on a DRA pool there (clouds.yaml `dra.cloudInstallsDriver`)."""
+    rules = compiled.cloud.dra
+    if rules is None or rules.cloud_installs_driver is None:
+        return None
+    return rules.cloud_installs_driver if compiled.setup.allocation == "dra" else True
 
 
 def compile_file(path: str | Path, text: str | None = None) -> CompiledFleet:
@@ -167,7 +183,13 @@ def compile_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> NodeSetup
     spec = pool.gpu
     replicas = spec.replicas
     marked = marks(
-        cloud, checked.mig, spec.sharing, replicas, isolation=spec.isolation, placement=spec.placement
+        cloud,
+        checked.mig,
+        spec.sharing,
+        replicas,
+        isolation=spec.isolation,
+        placement=spec.placement,
+        allocation=spec.allocation,
     )
     labels = checked.labels | marked.labels
     if pool.edge and cloud.edge_labels is not None:  # no instance type names an edge pool's GPUs
@@ -204,6 +226,8 @@ def compile_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> NodeSetup
         # A MIG instance or a whole GPU is isolated by the hardware; sharing isolates what it does.
         isolation=spec.isolation or SHARING_ISOLATION.get(spec.sharing, "none"),
         gib_per_gpu=scheduler.gib_per_gpu[checked.gpu.key] if scheduler is not None else None,
+        allocation=spec.allocation,
+        dra_feature_gates=frozenset(spec.dra_feature_gates),
     )
     _check_hint_tags(CompiledPool(pool, setup, cloud))
     return setup

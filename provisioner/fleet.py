@@ -159,6 +159,16 @@ class GpuSpec(Spec):
     placement: Literal["binpack", "spread"] | None = Field(
         None, description="with sharing: memory, how pods are spread over a node's GPUs"
     )
+    allocation: Literal["device-plugin", "dra"] = Field(
+        "device-plugin",
+        description="how pods get the GPUs: the device plugin's extended resources, or Dynamic "
+        "Resource Allocation claims (resource.k8s.io/v1, Kubernetes 1.34+)",
+    )
+    dra_feature_gates: list[NonEmpty] = Field(
+        [],
+        description="with allocation: dra, the NVIDIA DRA driver's alpha feature gates this pool's "
+        "sharing may turn on (TimeSlicingSettings, MPSSupport)",
+    )
 
     @model_validator(mode="after")
     def _settings_that_go_together(self) -> GpuSpec:
@@ -179,6 +189,8 @@ class GpuSpec(Spec):
             )
         if self.sharing != "memory" and (self.isolation or self.placement):
             raise PydanticCustomError("isolation", "isolation and placement apply only with sharing: memory")
+        if self.dra_feature_gates and self.allocation != "dra":
+            raise PydanticCustomError("draFeatureGates", "draFeatureGates applies only with allocation: dra")
         return self
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from provisioner import hardware
 from provisioner.fleet import Sharing
 from provisioner.hardware import CloudProfile, Gpu, MigProfile
 from provisioner.pools import NativeSharing, PoolState
@@ -25,8 +26,15 @@ from provisioner.pools import NativeSharing, PoolState
 DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_CONFIG_PREFIX = "all-"  # mig-parted's default configs name every-GPU-alike layouts all-<profile>
+# On a DRA pool the sharing lives in each claim's opaque config, not on the node: this label keeps
+# the pool's intent on the cloud, so that sync reads a shared DRA pool back as shared.
+DRA_SHARING_LABEL = "gpu.provisioner.io/dra-sharing"
 # The labels the tool derives from a pool's gpu field: a user's own value would silently fight it.
-TOOL_LABELS = {DEVICE_PLUGIN_LABEL: "gpu.sharing", MIG_CONFIG_LABEL: "gpu.mig"}
+TOOL_LABELS = {
+    DEVICE_PLUGIN_LABEL: "gpu.sharing",
+    MIG_CONFIG_LABEL: "gpu.mig",
+    DRA_SHARING_LABEL: "gpu.sharing",
+}
 
 GPU_RESOURCE = "nvidia.com/gpu"
 # The device plugin renames shared GPUs (renameByDefault) so a pod cannot mistake a share for a
@@ -85,11 +93,14 @@ class Marks:
     device_plugin: DevicePluginConfig | None = None  # the ConfigMap config the label selects
     labels: dict[str, str] = field(default_factory=dict)  # the NVIDIA labels, in this order
     memory_resource: str | None = None  # what pods request where a scheduler shares GPU memory
+    device_class: str | None = None  # on a DRA pool: the DeviceClass its pods' claims name
 
     @property
     def resource(self) -> str:
         """What pods request: the device plugin renames the GPUs it shares; a memory scheduler
-        (ACK cGPU) takes GiB under its own name."""
+        (ACK cGPU) takes GiB under its own name; a DRA pool's pods claim a DeviceClass's devices."""
+        if self.device_class is not None:
+            return self.device_class
         if self.memory_resource is not None:
             return self.memory_resource
         return SHARED_GPU_RESOURCE if self.device_plugin else GPU_RESOURCE
@@ -103,12 +114,23 @@ def marks(
     *,
     isolation: str | None = None,
     placement: str | None = None,
+    allocation: str = "device-plugin",
 ) -> Marks:
-    """How `cloud` is told to partition every GPU into `mig` and share it as `sharing`.
+    """How `cloud` is told to partition every GPU into `mig` and share it as `sharing`, and, with
+    allocation dra, to keep its device plugin off the pool's nodes.
 
-    Inverse: `read_mig` and `read_sharing`."""
+    Inverse: `read_mig`, `read_sharing` and `read_allocation`."""
     native = device_plugin = mig_setting = None
     labels: dict[str, str] = {}
+    if allocation == "dra" and cloud.dra is not None:
+        labels |= cloud.dra.device_plugin_off
+        if sharing != "exclusive":
+            labels[DRA_SHARING_LABEL] = DevicePluginConfig(sharing, replicas or 0).key
+        if mig and cloud.mig_via == "pool-field":
+            mig_setting = cloud.mig_setting(mig)
+        elif mig:
+            labels[MIG_CONFIG_LABEL] = MIG_CONFIG_PREFIX + mig.name
+        return Marks(mig_setting, labels=labels, device_class=dra_device_class(mig))
     if cloud.scheduler is not None:  # the cloud's own scheduler: its label says, exclusive included
         scheduler = cloud.scheduler
         shared = sharing == "memory"
@@ -126,6 +148,23 @@ def marks(
     elif mig:
         labels[MIG_CONFIG_LABEL] = MIG_CONFIG_PREFIX + mig.name
     return Marks(mig_setting, native, device_plugin, labels)
+
+
+def dra_device_class(mig: MigProfile | bool | None) -> str:
+    """The DeviceClass of NVIDIA's DRA driver chart whose devices a DRA pool's claims ask for:
+    MIG devices (a claim's CEL then picks the profile), or whole GPUs."""
+    return hardware.load().dra_driver.device_classes["mig" if mig else "gpu"]
+
+
+def read_allocation(cloud: CloudProfile, state: PoolState) -> str:
+    """ "dra" where `state` carries the labels that keep the device plugin off its nodes, as
+    `marks` wrote them for a DRA pool; else "device-plugin"."""
+    rules = cloud.dra
+    if rules is None:
+        return "device-plugin"
+    labels = state.label_map
+    off = all(labels.get(key) == value for key, value in rules.device_plugin_off.items())
+    return "dra" if off else "device-plugin"
 
 
 def read_mig(cloud: CloudProfile, gpu: Gpu, state: PoolState) -> MigProfile | None:
@@ -158,6 +197,9 @@ def read_sharing(cloud: CloudProfile, state: PoolState) -> tuple[Sharing, int | 
     """How `state`'s GPUs are shared and with how many clients each, as `marks` wrote it;
     ("exclusive", None) where they are not, or by a config this tool does not write. Memory
     sharing has no client count: ("memory", None)."""
+    if read_allocation(cloud, state) == "dra":
+        config = DevicePluginConfig.from_key(state.label_map.get(DRA_SHARING_LABEL, ""))
+        return (config.mode, config.replicas) if config else ("exclusive", None)
     if cloud.scheduler is not None:
         return ("memory", None) if read_isolation(cloud, state) is not None else ("exclusive", None)
     if cloud.sharing_via == "pool-field":

@@ -92,6 +92,7 @@ POOL_FIELDS = (
     "gpus_per_node",
     "mig_setting",
     "sharing",
+    "cloud_installs_driver",
     "spot",
     "disk_size_gb",
     "zones",
@@ -136,6 +137,9 @@ class PoolState:
     # What the pool's tags tell the cluster autoscaler of a node it has not started yet; None:
     # no hints (a pool that does not autoscale, or whose cloud's autoscaler knows its sharing).
     autoscaler_hints: NodeTemplate | None = None
+    # Whether the cloud installs the NVIDIA driver on the pool's nodes, where a pool field says
+    # (GKE gpu_driver_installation_config; a DRA pool there installs its own); None elsewhere.
+    cloud_installs_driver: bool | None = None
     status: PoolStatus = field(default="ready", compare=False)
     nodes: int | None = field(default=None, compare=False)  # nodes now, where the cloud says
     cloud_id: str | None = field(default=None, compare=False)  # the cloud's own ID, where it has one (np-...)

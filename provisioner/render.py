@@ -17,7 +17,8 @@ import jinja2
 from ruamel.yaml import YAML
 
 from provisioner import hardware
-from provisioner.compile import CompiledCluster, CompiledFleet, desired_state
+from provisioner.clusters import KubernetesVersion
+from provisioner.compile import CompiledCluster, CompiledFleet, CompiledPool, desired_state
 from provisioner.errors import InvalidOption
 from provisioner.nvidia import DEFAULT_CONFIG_KEY, MIG_STRATEGY, default_device_plugin_config
 from provisioner.pools import Taint
@@ -26,6 +27,12 @@ NAMESPACE = "gpu-operator"
 CONFIG_MAP = "nvidia-device-plugin-configs"
 DEVICE_PLUGIN_FILE = "device-plugin-config.yaml"
 GPU_OPERATOR_FILE = "gpu-operator-values.yaml"
+DRA_DRIVER_FILE = "dra-driver-values.yaml"
+DRA_CLASSES_FILE = "dra-device-classes.yaml"
+# The DRA driver chart's kubeletPlugin.tolerations (its values.yaml L290-293); a list replaces it.
+CHART_KUBELET_PLUGIN_TOLERATIONS: tuple[dict[str, str], ...] = (
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
 
 
 @dataclass(frozen=True)
@@ -35,9 +42,10 @@ class RenderedCluster:
     note: str = ""  # why nothing is needed, where so
 
 
-def to_yaml(data: Any) -> str:
+def to_yaml(data: Any, width: int = 80) -> str:
     out = io.StringIO()
     yaml = YAML(typ="safe", pure=True)
+    yaml.width = width  # a CEL expression reads best on one line
     yaml.default_flow_style = False
     yaml.sort_base_mapping_type_on_output = False  # keep the documents' own key order
     yaml.dump(data, out)
@@ -76,11 +84,11 @@ CHART_NFD_WORKER_TOLERATIONS: tuple[dict[str, str], ...] = (
 )
 
 
-def pool_taints(compiled: CompiledCluster) -> list[Taint]:
-    """Every taint the cluster's GPU pools' nodes carry: the fleet's, and what the cloud adds to
-    Spot pools (AKS), in pool order without repeats."""
+def pool_taints(compiled: CompiledCluster, pools: tuple[CompiledPool, ...] | None = None) -> list[Taint]:
+    """Every taint the cluster's GPU pools' nodes (or `pools`') carry: the fleet's, and what the
+    cloud adds to Spot pools (AKS), in pool order without repeats."""
     taints: dict[Taint, None] = {}
-    for pool in compiled.pools:
+    for pool in compiled.pools if pools is None else pools:
         state = desired_state(pool)
         taints.update(dict.fromkeys(state.taints))
         if state.spot:
@@ -116,14 +124,104 @@ def gpu_operator_values(compiled: CompiledCluster) -> dict[str, Any]:
     return values
 
 
-def render_cluster(compiled: CompiledCluster) -> RenderedCluster:
+def dra_driver_values(compiled: CompiledCluster) -> dict[str, Any]:
+    """The DRA driver chart's values for the cluster: its kubelet plugin on the DRA pools' nodes
+    alone (selected by the labels that keep their device plugin off), tolerating their taints, with
+    the cloud's driver root and the alpha gates the pools' sharing opted in to."""
+    rules, driver = compiled.cloud.dra, hardware.load().dra_driver
+    assert rules is not None
+    pools = compiled.dra_pools
+    gates = sorted({driver.sharing[p.setup.sharing].gate for p in pools if p.setup.sharing in driver.sharing})
+    values: dict[str, Any] = {"nvidiaDriverRoot": rules.driver_root, "gpuResourcesEnabledOverride": True}
+    if gates:
+        values["featureGates"] = dict.fromkeys(gates, True)
+    values["kubeletPlugin"] = {
+        "nodeSelector": dict(rules.device_plugin_off),
+        # null deletes the chart's default affinity (NFD or GPU Operator labels, which GKE and ACK
+        # nodes lack): the node selector alone decides (Helm, "Deleting a default key").
+        "affinity": None,
+        "tolerations": _tolerating(CHART_KUBELET_PLUGIN_TOLERATIONS, pool_taints(compiled, pools)),
+    }
+    return values
+
+
+def dra_device_classes(compiled: CompiledCluster, version: KubernetesVersion | None) -> list[dict[str, Any]]:
+    """A DeviceClass per MIG profile the cluster's DRA pools use, selecting that profile's devices;
+    from the version where DRAExtendedResource is on by default, also named as the extended
+    resource nvidia.com/mig-<profile>, so a pod asking for that gets the device through DRA."""
+    driver = hardware.load().dra_driver
+    since = driver.extended_resource_since
+    profiles = sorted({p.setup.mig.name for p in compiled.dra_pools if p.setup.mig is not None})
+    classes = []
+    for profile in profiles:
+        attributes = f"device.attributes['{driver.driver}']"
+        expression = (
+            f"device.driver == '{driver.driver}' && {attributes}.type == 'mig' && "
+            f"{attributes}.profile == '{profile}'"
+        )
+        spec: dict[str, Any] = {"selectors": [{"cel": {"expression": expression}}]}
+        if version is not None and version.at_least(since):
+            spec["extendedResourceName"] = f"nvidia.com/mig-{profile}"
+        classes.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {
+                    "name": mig_device_class(profile),
+                    "labels": {"app.kubernetes.io/managed-by": "provisioner"},
+                },
+                "spec": spec,
+            }
+        )
+    return classes
+
+
+def mig_device_class(profile: str) -> str:
+    """The DeviceClass the tool renders for one MIG profile's devices."""
+    return f"mig-{profile}.{hardware.load().dra_driver.driver.removeprefix('gpu.')}"
+
+
+def _dra_files(compiled: CompiledCluster, version: KubernetesVersion | None) -> dict[str, str]:
+    if not compiled.dra_pools:
+        return {}
+    env, driver, rules = _environment(), hardware.load().dra_driver, compiled.cloud.dra
+    assert rules is not None
+    selector = ", ".join(f"{k}={v}" for k, v in rules.device_plugin_off.items())
+    files = {
+        DRA_DRIVER_FILE: env.get_template(f"{DRA_DRIVER_FILE}.j2").render(
+            cluster=compiled.cluster,
+            cloud=compiled.cloud,
+            driver=driver,
+            selector=selector,
+            install_note=rules.install_note,
+            values=dra_driver_values(compiled),
+        )
+    }
+    classes = dra_device_classes(compiled, version)
+    if classes:
+        since = driver.extended_resource_since
+        files[DRA_CLASSES_FILE] = env.get_template(f"{DRA_CLASSES_FILE}.j2").render(
+            cluster=compiled.cluster,
+            classes=classes,
+            version_text=str(version) if version is not None else "version not given",
+            extended=version is not None and version.at_least(since),
+            extended_since=".".join(map(str, since)),
+        )
+    return files
+
+
+def render_cluster(compiled: CompiledCluster, version: KubernetesVersion | None = None) -> RenderedCluster:
+    """What the cluster needs installed; `version` its Kubernetes version, where DRA pools need it."""
     name = compiled.cluster.name
+    dra = _dra_files(compiled, version)
     if not compiled.uses_gpu_operator:
         cloud = compiled.cloud
         return RenderedCluster(
             name,
-            {},
-            note=cloud.gpu_stack_note
+            dra,
+            note=""
+            if dra
+            else cloud.gpu_stack_note
             or f"{cloud.title} partitions and shares GPUs itself: nothing to install",
         )
     env = _environment()
@@ -143,12 +241,17 @@ def render_cluster(compiled: CompiledCluster) -> RenderedCluster:
         filename: env.get_template(f"{filename}.j2").render(context)
         for filename in (DEVICE_PLUGIN_FILE, GPU_OPERATOR_FILE)
     }
-    return RenderedCluster(name, files)
+    return RenderedCluster(name, files | dra)
 
 
-def render_fleet(compiled: CompiledFleet, cluster: str | None = None) -> list[RenderedCluster]:
+def render_fleet(
+    compiled: CompiledFleet,
+    cluster: str | None = None,
+    versions: dict[str, KubernetesVersion] | None = None,
+) -> list[RenderedCluster]:
+    """Each cluster's files; `versions` the Kubernetes version of clusters with DRA pools, by name."""
     clusters = [c for c in compiled.clusters if cluster is None or c.cluster.name == cluster]
-    return [render_cluster(c) for c in clusters]
+    return [render_cluster(c, (versions or {}).get(c.name)) for c in clusters]
 
 
 def as_stream(rendered: list[RenderedCluster]) -> str:

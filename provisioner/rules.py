@@ -73,7 +73,10 @@ def check_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> CheckedPool
             raise PoolProblems(problems)
         gpu, gpus_per_node = instance_type.gpu, _gpus_per_node(instance_type, pool, problems)
     mig = _mig_profile(cloud, gpu, instance_type, pool, problems)
-    _check_sharing(cloud, pool, gpu, mig, problems)
+    if pool.gpu.allocation == "dra":
+        _check_dra(cloud, pool, mig, problems)
+    else:
+        _check_sharing(cloud, pool, gpu, mig, problems)
     if problems:
         raise PoolProblems(problems)
     return CheckedPool(instance_type, gpu, gpus_per_node, mig, labels, taints)
@@ -90,6 +93,8 @@ def _labels(cloud: CloudProfile, pool: Pool, problems: _Problems) -> dict[str, s
         derived |= {cloud.scheduler.label: "gpu.sharing", cloud.scheduler.placement_label: "gpu.placement"}
     if cloud.edge_labels is not None:
         derived |= {cloud.edge_labels["model"]: "gpu.model", cloud.edge_labels["count"]: "gpu.count"}
+    if cloud.dra is not None:
+        derived |= {key: "gpu.allocation" for key in cloud.dra.device_plugin_off if key not in derived}
     for key in pool.labels:
         if key in derived:
             problems.add(
@@ -354,3 +359,47 @@ def _check_memory_sharing(cloud: CloudProfile, pool: Pool, gpu: Gpu, problems: _
             f"the GiB {cloud.title} advertises per {gpu.name} for memory sharing is not in the "
             f"hardware data; it knows: {', '.join(scheduler.gib_per_gpu)}",
         )
+
+
+def _check_dra(cloud: CloudProfile, pool: Pool, mig: MigProfile | None, problems: _Problems) -> None:
+    """A DRA pool: what the cloud lets the NVIDIA DRA driver do there (clouds.yaml `dra`), and the
+    driver's alpha feature gates its sharing needs, which the pool must name to opt in."""
+    rules, driver = cloud.dra, hardware.load().dra_driver
+    spec = pool.gpu
+    if rules is None:
+        problems.add(("gpu", "allocation"), f"the tool compiles no DRA pools on {cloud.title} yet")
+        return
+    if pool.edge and not rules.edge_pools:
+        problems.add(("gpu", "allocation"), f"allocation: dra on {cloud.title}: {rules.refused['edge']}")
+    if pool.gpu.mig is not None and not rules.mig:
+        problems.add(("gpu", "mig"), f"MIG with allocation: dra on {cloud.title}: {rules.refused['mig']}")
+    known = ", ".join(sorted(driver.gates))
+    for i, gate in enumerate(spec.dra_feature_gates):
+        if gate not in driver.gates:
+            problems.add(
+                ("gpu", "draFeatureGates", i),
+                f"{shown(gate)} is not a DRA driver feature gate a pool's sharing turns on; one of: {known}",
+            )
+    if spec.sharing == "exclusive":
+        return
+    if spec.sharing not in rules.sharing:
+        why = rules.refused.get(spec.sharing, f"the DRA driver shares GPUs by {', '.join(driver.sharing)}")
+        problems.add(("gpu", "sharing"), f"{spec.sharing} with allocation: dra on {cloud.title}: {why}")
+        return
+    mode = driver.sharing[spec.sharing]
+    if mode.gate not in spec.dra_feature_gates:
+        problems.add(
+            ("gpu", "draFeatureGates"),
+            f"{spec.sharing} under DRA needs the NVIDIA DRA driver's alpha feature gate {mode.gate} "
+            f"(pkg/featuregates/featuregates.go; off by default): opt in with "
+            f"draFeatureGates: [{mode.gate}], or use allocation: device-plugin",
+        )
+    replicas = spec.replicas or 0
+    if not mode.min_replicas <= replicas <= mode.max_replicas:
+        problems.add(
+            ("gpu", "replicas"),
+            f"{shown(replicas)} clients per GPU for {spec.sharing} under DRA; "
+            f"from {mode.min_replicas} to {mode.max_replicas}",
+        )
+    if mig is not None and not mode.on_mig:
+        problems.add(("gpu", "sharing"), f"{spec.sharing} with gpu.mig under DRA: {driver.on_mig_refusal}")

@@ -269,9 +269,12 @@ class GkeDriver:
             accelerator_type=machine.accelerator,
             accelerator_count=desired.gpus_per_node,
             gpu_partition_size=desired.mig_setting or "",
-            # GKE installs the NVIDIA driver itself; no GPU Operator on GKE.
+            # GKE installs the NVIDIA driver itself (no GPU Operator on GKE), except on a DRA pool,
+            # whose driver the user installs (GKE "Set up DRA": gpu-driver-version=disabled).
             gpu_driver_installation_config=gke.GPUDriverInstallationConfig(
-                gpu_driver_version=gke.GPUDriverInstallationConfig.GPUDriverVersion.DEFAULT
+                gpu_driver_version=gke.GPUDriverInstallationConfig.GPUDriverVersion[
+                    _DRIVER_VERSION[desired.cloud_installs_driver is not False]
+                ]
             ),
         )
         if desired.sharing is not None:
@@ -280,6 +283,12 @@ class GkeDriver:
                 max_shared_clients_per_gpu=desired.sharing.clients_per_gpu,
             )
         return accelerator
+
+
+# Whether GKE installs the driver -> GPUDriverInstallationConfig.GPUDriverVersion (LATEST and an
+# unset version also install one; only INSTALLATION_DISABLED does not).
+_DRIVER_VERSION = {True: "DEFAULT", False: "INSTALLATION_DISABLED"}
+_NO_DRIVER = "INSTALLATION_DISABLED"
 
 
 def _autoscaling(scaling: Scaling) -> Any:
@@ -339,6 +348,10 @@ def _observed(pool: Any) -> PoolState:
         shared = accelerator.gpu_sharing_config
         strategy = gke.GPUSharingConfig.GPUSharingStrategy(shared.gpu_sharing_strategy).name
         sharing = NativeSharing(strategy, shared.max_shared_clients_per_gpu)
+    installs = None
+    if accelerator is not None:
+        version = accelerator.gpu_driver_installation_config.gpu_driver_version
+        installs = gke.GPUDriverInstallationConfig.GPUDriverVersion(version).name != _NO_DRIVER
     autoscaling = message.autoscaling
     zones = tuple(message.locations)
     limits = (
@@ -367,6 +380,7 @@ def _observed(pool: Any) -> PoolState:
         status=_STATUS.get(gke.NodePool.Status(message.status).name, "changing"),
         nodes=None,  # a GKE NodePool carries no current size: its instance groups do
         zones=zones or None,
+        cloud_installs_driver=installs,
     )
 
 
@@ -406,6 +420,10 @@ def _observed_json(pool: dict[str, Any]) -> PoolState:
             enum(gke.GPUSharingConfig.GPUSharingStrategy, strategy),
             int(shared.get("maxSharedClientsPerGpu", 0)),
         )
+    installs = None
+    if accelerator is not None:
+        version = accelerator.get("gpuDriverInstallationConfig", {}).get("gpuDriverVersion", 0)
+        installs = enum(gke.GPUDriverInstallationConfig.GPUDriverVersion, version) != _NO_DRIVER
     autoscaling = pool.get("autoscaling", {})
     zones = tuple(pool.get("locations", ()))
     limits = tuple(int(autoscaling.get(f, 0)) for f in _AUTOSCALING_FIELDS)
@@ -436,6 +454,7 @@ def _observed_json(pool: dict[str, Any]) -> PoolState:
         status=_STATUS.get(enum(gke.NodePool.Status, pool.get("status", 0)), "changing"),
         nodes=None,  # a GKE NodePool carries no current size: its instance groups do
         zones=zones or None,
+        cloud_installs_driver=installs,
     )
 
 

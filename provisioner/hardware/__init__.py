@@ -166,6 +166,47 @@ class AutoscalerHints:
 
 
 @dataclass(frozen=True)
+class DraRules:
+    """What a pool with gpu.allocation: dra needs on one cloud (clouds.yaml `dra`)."""
+
+    device_plugin_off: Mapping[str, str]  # node labels that keep the device plugin off its nodes
+    driver_root: str  # the chart's nvidiaDriverRoot on the cloud's nodes
+    mig: bool  # static MIG partitions exist before the driver starts
+    sharing: frozenset[str]  # modes the DRA driver may share GPUs with there
+    refused: Mapping[str, str]  # intent (mig, a sharing mode, edge) -> why not, with the source
+    install_note: str
+    cloud_installs_driver: bool | None = None  # False: the pool turns the cloud's driver off (GKE)
+    edge_pools: bool = True
+
+
+@dataclass(frozen=True)
+class DraSharing:
+    gate: str  # the DRA driver's alpha feature gate for the mode
+    min_replicas: int
+    max_replicas: int
+    on_mig: bool
+
+
+@dataclass(frozen=True)
+class DraDriver:
+    """NVIDIA's DRA driver for GPUs (clouds.yaml `draDriver`)."""
+
+    chart: HelmChart
+    release: str
+    namespace: str
+    driver: str  # its DRA driver name, in ResourceSlices and opaque configs
+    device_classes: Mapping[str, str]  # gpu / mig -> the class the chart creates
+    min_kubernetes: tuple[int, int]
+    extended_resource_since: tuple[int, int]
+    sharing: Mapping[str, DraSharing]
+    on_mig_refusal: str
+
+    @property
+    def gates(self) -> frozenset[str]:
+        return frozenset(s.gate for s in self.sharing.values())
+
+
+@dataclass(frozen=True)
 class CloudProfile:
     key: str  # "aks"
     title: str  # "AKS"
@@ -199,6 +240,7 @@ class CloudProfile:
     autoscaler_hints: AutoscalerHints | None = None
     autoscaler_knows_sharing: bool = False
     autoscaler_renamed_gpu_note: str | None = None  # what plan says of a pool of renamed GPU slices
+    dra: DraRules | None = None  # None: the tool compiles no DRA pools there
 
     @property
     def edge_pools(self) -> bool:
@@ -234,6 +276,7 @@ class Hardware:
     instance_types: Mapping[str, Mapping[str, InstanceType]]  # cloud -> name -> type
     clouds: Mapping[str, CloudProfile]
     gpu_operator_chart: HelmChart
+    dra_driver: DraDriver
 
     def instance_type(self, cloud: str, name: str) -> InstanceType | None:
         return self.instance_types.get(cloud, {}).get(name)
@@ -328,6 +371,42 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         autoscaler_hints=_hints(row["autoscaler"]["hints"]) if "hints" in row["autoscaler"] else None,
         autoscaler_knows_sharing=row["autoscaler"].get("knowsSharing", False),
         autoscaler_renamed_gpu_note=row["autoscaler"].get("renamedGpuNote"),
+        dra=_dra(row["dra"]) if "dra" in row else None,
+    )
+
+
+def _dra(row: Mapping[str, Any]) -> DraRules:
+    return DraRules(
+        device_plugin_off=dict(row["devicePluginOff"]),
+        driver_root=row["driverRoot"],
+        mig=row["mig"],
+        sharing=frozenset(row["sharing"]),
+        refused=row.get("refused", {}),
+        install_note=row["installNote"],
+        cloud_installs_driver=row.get("cloudInstallsDriver"),
+        edge_pools=row.get("edgePools", True),
+    )
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)
+
+
+def _dra_driver(row: Mapping[str, Any]) -> DraDriver:
+    return DraDriver(
+        chart=HelmChart(**row["chart"]),
+        release=row["release"],
+        namespace=row["namespace"],
+        driver=row["driver"],
+        device_classes=row["deviceClasses"],
+        min_kubernetes=_version(row["minKubernetes"]),
+        extended_resource_since=_version(row["extendedResourceSince"]),
+        sharing={
+            mode: DraSharing(spec["gate"], spec["minReplicas"], spec["maxReplicas"], spec["onMig"])
+            for mode, spec in row["sharing"].items()
+        },
+        on_mig_refusal=row["onMigRefusal"],
     )
 
 
@@ -411,4 +490,5 @@ def load() -> Hardware:
     cloud_rows = _read("clouds.yaml")
     clouds = {key: _cloud(key, row) for key, row in cloud_rows["clouds"].items()}
     chart = HelmChart(**cloud_rows["gpuOperatorChart"])
-    return Hardware(gpus=gpus, instance_types=types, clouds=clouds, gpu_operator_chart=chart)
+    dra = _dra_driver(cloud_rows["draDriver"])
+    return Hardware(gpus=gpus, instance_types=types, clouds=clouds, gpu_operator_chart=chart, dra_driver=dra)
