@@ -48,7 +48,7 @@ class Capacity:
     isolation: str = "hardware"  # one of ISOLATION_LEVELS
     slice_unit: str = "slice"  # slice, or GiB where a scheduler shares GPU memory
     resource: str = GPU_RESOURCE  # what the nodes advertise and pods request, counted in slice_unit
-    allocation: str = "device-plugin"  # or "dra": `resource` is the DeviceClass pods' claims name
+    allocation_mode: str = "device-plugin"  # or "dra": `resource` is the DeviceClass pods' claims name
 
 
 def capacity(cloud: str, state: PoolState) -> Capacity:
@@ -84,7 +84,7 @@ def capacity(cloud: str, state: PoolState) -> Capacity:
         memory_per_slice_gb=memory_per_slice_gb(gpu, mig, replicas),
         isolation=SHARING_ISOLATION[sharing],
         resource=marks(profile, mig, sharing, replicas, allocation=allocation).resource,  # the writer's own
-        allocation=allocation,
+        allocation_mode=allocation,
     )
 
 
@@ -120,6 +120,6 @@ def sharing_text(mode: str, clients: int | None, isolation: str | None = None) -
 def resource_of(row: Mapping[str, Any]) -> str:
     """The resource a catalog pool's nodes advertise its slices as, and its pods ask for."""
     cloud = hardware.load().clouds[row["cloud"]]
-    if row.get("allocation") == "dra":  # the DeviceClass: MIG devices or whole GPUs
+    if row.get("allocation_mode") == "dra":  # the DeviceClass: MIG devices or whole GPUs
         return dra_device_class(bool(row.get("mig_profile")))
     return marks(cloud, None, row["sharing"], row["replicas"], isolation=row["isolation"]).resource

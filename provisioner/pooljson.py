@@ -66,7 +66,7 @@ def observed_json(state: PoolState, offers: Capacity, cloud: str) -> dict[str, A
         "memory_per_slice_gb": offers.memory_per_slice_gb,
         "isolation": offers.isolation,
         "slice_unit": offers.slice_unit,
-        "allocation": offers.allocation,
+        "allocation_mode": offers.allocation_mode,
         "cloud_id": state.cloud_id,
         "min_nodes": state.scaling.min,
         "max_nodes": state.scaling.max,
