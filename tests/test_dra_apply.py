@@ -1,0 +1,67 @@
+"""A pool switched from the device plugin to DRA, planned and applied on each cloud through the real
+SDKs and the emulators: in place where the switch is a node label (AKS, EKS), a new pool where the
+cloud's driver installation must go off too (GKE: accelerator settings cannot change in place)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provisioner.sandbox.server import SandboxSettings
+from tests.worlds import World
+
+SPARE = {
+    "aks": "{name: spare, instanceType: Standard_NC4as_T4_v3, nodes: {count: 1}}",
+    "gke": "{name: spare, instanceType: g2-standard-8, nodes: {count: 3}}",
+    "eks": "{name: spare, instanceType: g5.xlarge, nodes: {count: 1}}",
+}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    made = World(tmp_path, SandboxSettings(op_seconds=0.05))
+    yield made
+    made.sandbox.stop()
+
+
+def to_dra(pools: dict[str, str]) -> dict[str, str]:
+    return {
+        cloud: text.replace(SPARE[cloud], SPARE[cloud].replace("nodes:", "gpu: {allocation: dra}, nodes:"))
+        for cloud, text in pools.items()
+    }
+
+
+def test_switching_a_pool_to_dra_plans_per_cloud_and_converges(world: World):
+    assert world.run("apply", str(world.fleet), "--auto-approve").exit_code == 0
+    world.edit(to_dra)
+    plan = world.plan_json()
+    changes = {(c["cluster"], c["pool"]): c for c in plan["changes"]}
+    assert {key: c["action"] for key, c in changes.items()} == {
+        ("azure", "spare"): "update",
+        ("gcp", "spare"): "replace",
+        ("aws", "spare"): "update",
+    }
+    gke = {f["field"]: f for f in changes[("gcp", "spare")]["fields"]}
+    assert gke["cloud_installs_driver"] == {
+        "field": "cloud_installs_driver",
+        "before": True,
+        "after": False,
+        "forces_replacement": True,
+    }
+    assert gke["labels"]["after"] == {"gke-no-default-nvidia-gpu-device-plugin": "true"}
+    aks = {f["field"]: f for f in changes[("azure", "spare")]["fields"]}
+    assert aks["labels"]["after"] == {"nvidia.com/gpu.deploy.device-plugin": "false"}
+    assert not aks["labels"]["forces_replacement"]
+
+    applied = world.run("apply", str(world.fleet), "--auto-approve")
+    assert applied.exit_code == 0, applied.output
+    assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 0  # no perpetual diff
+    listed = world.run("pools", str(world.fleet), "--json")
+    assert listed.exit_code == 0, listed.output
+    clusters = json.loads(listed.stdout)
+    modes = {(c["cluster"], p["pool"]): p["allocation_mode"] for c in clusters for p in c["pools"]}
+    assert modes[("gcp", "spare")] == modes[("azure", "spare")] == modes[("aws", "spare")] == "dra"
+    assert modes[("gcp", "mig")] == "device-plugin"
