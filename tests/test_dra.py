@@ -263,3 +263,23 @@ def test_versions_parse_each_clouds_spelling():
     assert KubernetesVersion.parse("1.33.4") < KubernetesVersion(1, 34)
     with pytest.raises(ValueError):
         KubernetesVersion.parse("latest")
+
+
+def test_render_takes_the_clusters_version_for_the_extended_resource(tmp_path):
+    from click.testing import CliRunner
+
+    from provisioner.cli import main
+
+    runner = CliRunner()
+    fleet = str(EXAMPLES / "dra.yaml")
+    newer = runner.invoke(main, ["render", fleet, "--cluster", "azure-dra", "--kubernetes-version", "1.36"])
+    assert newer.exit_code == 0, newer.output
+    assert "extendedResourceName: nvidia.com/mig-1g.10gb" in newer.stdout
+    written = runner.invoke(main, ["render", fleet, "--out-dir", str(tmp_path)])
+    assert written.exit_code == 0, written.output
+    assert (tmp_path / "gcp-dra" / "dra-driver-values.yaml").is_file()
+    assert not (tmp_path / "gcp-dra" / "dra-device-classes.yaml").exists()  # no MIG on GKE DRA
+    assert "extendedResourceName" not in (tmp_path / "azure-dra" / "dra-device-classes.yaml").read_text()
+    bad = runner.invoke(main, ["render", fleet, "--kubernetes-version", "latest"])
+    assert bad.exit_code == 1
+    assert "--kubernetes-version: 'latest' is not a Kubernetes version" in bad.output

@@ -49,17 +49,34 @@ def validate(fleets: tuple[str, ...], as_json: bool) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Write DIR/<cluster>/<file>.yaml instead of printing one stream.",
 )
+@click.option(
+    "--kubernetes-version",
+    "version_text",
+    metavar="X.Y",
+    help="The clusters' Kubernetes version (as `plan` reports it): from 1.36, a MIG DeviceClass "
+    "of a DRA pool also maps its extended resource.",
+)
 @sandbox_option
-def render(fleet: str, *, cluster_name: str | None, out_dir: Path | None) -> None:
-    """Print the Kubernetes YAML each cluster needs: device-plugin ConfigMap, GPU Operator values."""
+def render(fleet: str, *, cluster_name: str | None, out_dir: Path | None, version_text: str | None) -> None:
+    """Print the Kubernetes YAML each cluster needs: device-plugin ConfigMap, GPU Operator values,
+    and where pools use DRA, the DRA driver's values and DeviceClasses."""
     from provisioner import render as rendering
+    from provisioner.clusters import KubernetesVersion
     from provisioner.compile import compile_file
+    from provisioner.errors import InvalidOption
 
+    version = None
+    if version_text is not None:
+        try:
+            version = KubernetesVersion.parse(version_text)
+        except ValueError as exc:
+            raise InvalidOption("--kubernetes-version", f"{exc}, e.g. 1.36") from None
     compiled = compile_file(fleet)
     if cluster_name is not None and compiled.cluster(cluster_name) is None:
         names = ", ".join(c.name for c in compiled.clusters)
         raise click.ClickException(f"no cluster {cluster_name!r} in {fleet}; clusters: {names}")
-    rendered = rendering.render_fleet(compiled, cluster_name)
+    versions = {c.name: version for c in compiled.clusters} if version is not None else None
+    rendered = rendering.render_fleet(compiled, cluster_name, versions)
     if out_dir is None:
         click.echo(rendering.as_stream(rendered), nl=False)
         return
