@@ -279,7 +279,7 @@ def test_render_takes_the_clusters_version_for_the_extended_resource(tmp_path):
     assert written.exit_code == 0, written.output
     assert (tmp_path / "gcp-dra" / "dra-driver-values.yaml").is_file()
     assert not (tmp_path / "gcp-dra" / "dra-device-classes.yaml").exists()  # no MIG on GKE DRA
-    assert "extendedResourceName" not in (tmp_path / "azure-dra" / "dra-device-classes.yaml").read_text()
+    assert "extendedResourceName:" not in (tmp_path / "azure-dra" / "dra-device-classes.yaml").read_text()
     bad = runner.invoke(main, ["render", fleet, "--kubernetes-version", "latest"])
     assert bad.exit_code == 1
     assert "--kubernetes-version: 'latest' is not a Kubernetes version" in bad.output
