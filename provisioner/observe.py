@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from provisioner.clusters import Target
+from provisioner.clusters import KubernetesVersion, Target
 from provisioner.drivers import OPERATION_TIMEOUT, Driver, raise_open_file_limit, requests_at_once, wait_until
 from provisioner.drivers.registry import connect
 from provisioner.errors import CloudError, OperationTimeout
@@ -169,3 +169,23 @@ def observe_settled(
         return wait_until(settled, timeout, "the running operations")
     except OperationTimeout:
         return list(last)
+
+
+def kubernetes_versions(
+    clusters: Sequence[Target], drivers: Drivers, policy: RetryPolicy | None = None
+) -> dict[str, KubernetesVersion | CloudError]:
+    """Each cluster's Kubernetes version from its cloud (one request each, all at once, retried as
+    a listing is), by the cluster's name; the CloudError where it could not be read."""
+    if not clusters:
+        return {}
+    policy = policy or RetryPolicy()
+    drivers.prepare(clusters)
+
+    def one(cluster: Target) -> KubernetesVersion | CloudError:
+        try:
+            return policy.call(lambda: drivers(cluster.cloud).kubernetes_version(cluster.ref))
+        except CloudError as error:
+            return error
+
+    with ThreadPoolExecutor(max_workers=min(len(clusters), 64), thread_name_prefix="versions") as pool:
+        return dict(zip([c.name for c in clusters], pool.map(one, clusters), strict=True))

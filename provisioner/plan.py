@@ -10,14 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from provisioner import hardware
 from provisioner.actions import ACTIONS, ADOPT, CREATE, DELETE, REPLACE, UPDATE, Action
 from provisioner.autoscaler import autoscaler_note
-from provisioner.clusters import Target
+from provisioner.clusters import KubernetesVersion, Target
 from provisioner.compile import CompiledCluster, desired_state
+from provisioner.errors import CloudError
 from provisioner.observe import Observation
 from provisioner.pooljson import state_json, value_json
 from provisioner.pools import POOL_FIELDS, PoolState
@@ -171,11 +173,21 @@ def fingerprint(pools: Sequence[PoolState]) -> str:
     return hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
 
 
-def diff_cluster(compiled: CompiledCluster, observation: Observation, destroy: bool = False) -> ClusterPlan:
-    """The changes that bring the observed cluster to the compiled one (to no owned pools, if destroy)."""
+def diff_cluster(
+    compiled: CompiledCluster,
+    observation: Observation,
+    destroy: bool = False,
+    version: KubernetesVersion | CloudError | None = None,
+) -> ClusterPlan:
+    """The changes that bring the observed cluster to the compiled one (to no owned pools, if
+    destroy); `version` the cluster's Kubernetes version (or why it could not be read), where
+    its DRA pools need one."""
     if observation.error is not None:
         return ClusterPlan(compiled.target, error=str(observation.error))
     changes, conflicts = cluster_changes(compiled, observation, destroy)
+    if not destroy:
+        changes, refused = _withhold_dra(compiled, changes, version)
+        conflicts += refused
     return ClusterPlan(
         compiled.target,
         changes,
@@ -231,10 +243,44 @@ def cluster_changes(
 
 
 def diff(
-    compiled: Sequence[CompiledCluster], observations: Sequence[Observation], destroy: bool = False
+    compiled: Sequence[CompiledCluster],
+    observations: Sequence[Observation],
+    destroy: bool = False,
+    versions: Mapping[str, KubernetesVersion | CloudError] | None = None,
 ) -> Plan:
     by_name = {o.target.name: o for o in observations}
-    return Plan(tuple(diff_cluster(c, by_name[c.name], destroy) for c in compiled), destroy=destroy)
+    found = versions or {}
+    return Plan(
+        tuple(diff_cluster(c, by_name[c.name], destroy, found.get(c.name)) for c in compiled),
+        destroy=destroy,
+    )
+
+
+def _withhold_dra(
+    compiled: CompiledCluster, changes: tuple[Change, ...], version: KubernetesVersion | CloudError | None
+) -> tuple[tuple[Change, ...], tuple[Conflict, ...]]:
+    """`changes` less those that would make or keep a DRA pool on a cluster older than DRA's v1
+    API (or whose version could not be read), each refused as a conflict saying why."""
+    dra = {p.pool.name for p in compiled.dra_pools}
+    if not dra or version is None:
+        return changes, ()
+    least = hardware.load().dra_driver.min_kubernetes
+    if isinstance(version, KubernetesVersion) and version.at_least(least):
+        return changes, ()
+    needed = ".".join(map(str, least))
+    if isinstance(version, KubernetesVersion):
+        why = (
+            f"runs Kubernetes {version.text or version} ({compiled.cloud.title} API); allocation: dra "
+            f"needs {needed} or later (resource.k8s.io/v1, GA in {needed}: KEP-4381): upgrade the "
+            "cluster, or use allocation: device-plugin"
+        )
+    else:
+        why = f"its Kubernetes version could not be read ({version}); allocation: dra needs {needed} or later"
+    withheld = {c.pool for c in changes if c.pool in dra and c.action is not DELETE}
+    conflicts = tuple(
+        Conflict(pool, f"pool {pool} not planned: the cluster {why}") for pool in sorted(withheld)
+    )
+    return tuple(c for c in changes if c.pool not in withheld), conflicts
 
 
 def _compare(cluster: str, want: PoolState, have: PoolState, in_place: frozenset[str]) -> Change | None:

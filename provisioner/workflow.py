@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from provisioner.compile import CompiledFleet, compile_file
 from provisioner.errors import StalePlan
 from provisioner.kube.contexts import KubeAccess
-from provisioner.observe import Drivers, observe, observe_settled
+from provisioner.observe import Drivers, kubernetes_versions, observe, observe_settled
 from provisioner.plan import Plan, diff
 from provisioner.planfile import SavedPlan
 from provisioner.source import read_text
@@ -47,10 +48,24 @@ def make_plan(
     With `kube`, also compare each cluster's device-plugin ConfigMap (never on destroy: the
     tool does not remove what running nodes may still read)."""
     clusters = [c.target for c in compiled.clusters]
-    observations = (
-        observe_settled(clusters, drivers, on_wait=on_wait) if settle else observe(clusters, drivers)
-    )
-    plan = diff(compiled.clusters, observations, destroy)
+    dra = [] if destroy else [c.target for c in compiled.clusters if c.dra_pools]
+    if not dra:
+        observations = (
+            observe_settled(clusters, drivers, on_wait=on_wait) if settle else observe(clusters, drivers)
+        )
+        return _with_config_maps(diff(compiled.clusters, observations, destroy), compiled, kube, destroy)
+    drivers.prepare(clusters)  # before two threads would make a driver at once
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-versions") as beside:
+        # DRA pools need a cluster at 1.34 or later: its version is read while the pools are listed.
+        versions = beside.submit(kubernetes_versions, dra, drivers)
+        observations = (
+            observe_settled(clusters, drivers, on_wait=on_wait) if settle else observe(clusters, drivers)
+        )
+        plan = diff(compiled.clusters, observations, destroy, versions.result())
+    return _with_config_maps(plan, compiled, kube, destroy)
+
+
+def _with_config_maps(plan: Plan, compiled: CompiledFleet, kube: KubeAccess | None, destroy: bool) -> Plan:
     if kube is None or destroy:
         return plan
     return with_config_maps(plan, compiled, kube)
