@@ -6,9 +6,16 @@ Target, and either may be made anywhere without importing `drivers/`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+# major.minor, then the cloud's own rest: AKS "1.35.0", GKE "1.35.1-gke.1234000", EKS "1.35",
+# ACK "1.35.1-aliyun.1"; a leading v as Kubernetes' own gitVersion writes it ("v1.35.0").
+_KUBERNETES_VERSION = re.compile(
+    r"^v?(?P<major>0|[1-9][0-9]*)\.(?P<minor>0|[1-9][0-9]*)(\.[0-9]+)?([-+][0-9A-Za-z.+-]+)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -49,3 +56,25 @@ class Target:
     @property
     def cloud(self) -> str:
         return self.ref.cloud
+
+
+@dataclass(frozen=True, order=True)
+class KubernetesVersion:
+    """A cluster's Kubernetes version, as its cloud's API reports it: what features a cluster has
+    goes by major.minor (DRA's resource.k8s.io/v1 from 1.34), so only they compare; `text` keeps
+    the cloud's own string, patch and build suffix included, for messages."""
+
+    major: int
+    minor: int
+    text: str = field(default="", compare=False)
+
+    @classmethod
+    def parse(cls, text: str) -> KubernetesVersion:
+        """Any cloud's form of a version; ValueError, naming the text, where it is none."""
+        found = _KUBERNETES_VERSION.match(text.strip())
+        if found is None:
+            raise ValueError(f"{text!r} is not a Kubernetes version (want major.minor, as in 1.35 or 1.35.1)")
+        return cls(int(found["major"]), int(found["minor"]), text.strip())
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
