@@ -6,9 +6,16 @@ Target, and either may be made anywhere without importing `drivers/`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+# major.minor, then the cloud's own rest: AKS "1.35.0", GKE "1.35.1-gke.1234000", EKS "1.35",
+# ACK "1.35.1-aliyun.1"; a leading v as Kubernetes' own gitVersion writes it ("v1.35.0").
+_KUBERNETES_VERSION = re.compile(
+    r"^v?(?P<major>0|[1-9][0-9]*)\.(?P<minor>0|[1-9][0-9]*)(\.[0-9]+)?([-+][0-9A-Za-z.+-]+)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -53,8 +60,9 @@ class Target:
 
 @dataclass(frozen=True, order=True)
 class KubernetesVersion:
-    """A cluster's Kubernetes version, compared by major and minor; `text` the cloud's own spelling
-    (1.35.1-gke.1000000, 1.35.1-aliyun.1)."""
+    """A cluster's Kubernetes version, as its cloud's API reports it: what features a cluster has
+    goes by major.minor (DRA's resource.k8s.io/v1 from 1.34), so only they compare; `text` keeps
+    the cloud's own string, patch and build suffix included, for messages."""
 
     major: int
     minor: int
@@ -62,11 +70,11 @@ class KubernetesVersion:
 
     @classmethod
     def parse(cls, text: str) -> KubernetesVersion:
-        """ValueError where `text` does not start with major.minor."""
-        head = text.strip().removeprefix("v").split("-", 1)[0].split(".")
-        if len(head) < 2 or not (head[0].isdigit() and head[1].isdigit()):
-            raise ValueError(f"{text!r} is not a Kubernetes version (major.minor[.patch])")
-        return cls(int(head[0]), int(head[1]), text)
+        """Any cloud's form of a version; ValueError, naming the text, where it is none."""
+        found = _KUBERNETES_VERSION.match(text.strip())
+        if found is None:
+            raise ValueError(f"{text!r} is not a Kubernetes version (want major.minor, as in 1.35 or 1.35.1)")
+        return cls(int(found["major"]), int(found["minor"]), text.strip())
 
     def at_least(self, version: tuple[int, int]) -> bool:
         return (self.major, self.minor) >= version

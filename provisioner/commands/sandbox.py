@@ -9,6 +9,41 @@ from rich.markup import escape
 
 from provisioner.commands.common import out, plural
 
+_VERSION_OPTION = "--kubernetes-version"
+
+
+def _kubernetes_versions(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> dict[str | None, str]:
+    """Each `[CLUSTER=]X.Y[.Z]`, checked, by cluster (None: the default); one value per key."""
+    from provisioner.sandbox.versions import parse_setting
+
+    settings: dict[str | None, str] = {}
+    for value in values:
+        try:
+            cluster, release = parse_setting(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=_VERSION_OPTION) from None
+        if cluster in settings:
+            what = f"cluster {cluster}'s version" if cluster else "the default version (no CLUSTER=)"
+            raise click.BadParameter(f"{what} is given twice", param_hint=_VERSION_OPTION)
+        settings[cluster] = str(release)
+    return settings
+
+
+def _check_names(versions: dict[str | None, str], seeded: list[str]) -> None:
+    """Every CLUSTER= names a cluster of the seeded fleet."""
+    unknown = ", ".join(sorted(name for name in versions if name is not None and name not in seeded))
+    if unknown and not seeded:
+        raise click.BadParameter(
+            f"{unknown}: no cluster is seeded (give --seed FLEET)", param_hint=_VERSION_OPTION
+        )
+    if unknown:
+        raise click.BadParameter(
+            f"{unknown}: no seeded cluster has that name (the fleet's: {', '.join(seeded)})",
+            param_hint=_VERSION_OPTION,
+        )
+
 
 @click.group()
 def sandbox() -> None:
@@ -34,8 +69,23 @@ def sandbox() -> None:
 @click.option(
     "--fault-rate", default=0.0, type=click.FloatRange(0, 1), help="Share of requests answered 429 or 503."
 )
+@click.option(
+    _VERSION_OPTION,
+    "kubernetes_versions",
+    multiple=True,
+    metavar="[CLUSTER=]X.Y[.Z]",
+    callback=_kubernetes_versions,
+    help="The Kubernetes version the seeded clusters run (default 1.35, in each cloud's own form); "
+    "CLUSTER= sets one cluster's, by its fleet name. Repeatable.",
+)
 def serve(
-    directory: Path, seed_fleet: str | None, latency_ms: float, op_seconds: float, fault_rate: float
+    *,
+    directory: Path,
+    seed_fleet: str | None,
+    latency_ms: float,
+    op_seconds: float,
+    fault_rate: float,
+    kubernetes_versions: dict[str | None, str],
 ) -> None:
     """Run the emulators on 127.0.0.1 until stopped (Ctrl-C or SIGTERM)."""
     import signal
@@ -45,9 +95,17 @@ def serve(
     from provisioner.fleet import load
     from provisioner.sandbox.server import Sandbox, SandboxSettings
     from provisioner.sandbox.serving import serve_alone
+    from provisioner.sandbox.versions import DEFAULT_KUBERNETES_VERSION
 
     fleet = load(seed_fleet) if seed_fleet else None
-    settings = SandboxSettings(latency_ms=latency_ms, op_seconds=op_seconds, fault_rate=fault_rate)
+    _check_names(kubernetes_versions, [c.name for c in fleet.clusters] if fleet else [])
+    settings = SandboxSettings(
+        latency_ms=latency_ms,
+        op_seconds=op_seconds,
+        fault_rate=fault_rate,
+        kubernetes_version=kubernetes_versions.get(None, DEFAULT_KUBERNETES_VERSION),
+        kubernetes_versions={name: v for name, v in kubernetes_versions.items() if name is not None},
+    )
     running = Sandbox(directory, settings).start(
         [Target(c.name, c.ref) for c in fleet.clusters] if fleet else ()
     )

@@ -18,8 +18,8 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from provisioner import hardware
-from provisioner.clusters import ClusterRef
-from provisioner.errors import OperationTimeout, Throttled, Unavailable
+from provisioner.clusters import ClusterRef, KubernetesVersion
+from provisioner.errors import CloudError, OperationTimeout, Throttled, Unavailable
 from provisioner.hardware import PollSchedule
 from provisioner.pools import PoolState
 from provisioner.retry import Outage, patience
@@ -104,6 +104,22 @@ class Driver(Protocol):
         """Every cluster the credentials see where `scope` lives (its subscription, project or
         region); for `sync --discover`."""
         ...
+
+    def kubernetes_version(self, cluster: ClusterRef) -> KubernetesVersion:
+        """The Kubernetes version the cluster's control plane runs, as its cloud's API reports it:
+        one request, made only when a caller asks (list_pools never does); NotFound for a
+        cluster the cloud does not have."""
+        ...
+
+
+def reported_version(text: str | None, cluster: ClusterRef, field: str) -> KubernetesVersion:
+    """The version a cloud's `field` gives for `cluster`; CloudError where it gives none readable."""
+    try:
+        return KubernetesVersion.parse(text or "")
+    except ValueError:
+        raise CloudError(
+            f"{cluster.cloud} cluster {cluster.name}: {field} is {text!r}, not a Kubernetes version"
+        ) from None
 
 
 @dataclass(frozen=True)

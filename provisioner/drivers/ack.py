@@ -20,10 +20,11 @@ from typing import Any
 
 from provisioner import hardware
 from provisioner.autoscaler import hint_tags, read_hint_tags
-from provisioner.clusters import ClusterRef
+from provisioner.clusters import ClusterRef, KubernetesVersion
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
     OperationTimes,
+    reported_version,
     requests_at_once,
     seconds_between,
     wait_until,
@@ -188,6 +189,12 @@ class AckDriver:
             if not clusters or len(found) >= total:
                 break
         return found
+
+    def kubernetes_version(self, cluster: ClusterRef) -> KubernetesVersion:
+        body = self._call(cluster, "describe_cluster_detail_with_options", cluster.name)
+        # DescribeClusterDetail's current_version (SDK DescribeClusterDetailResponseBody; ACK API
+        # reference, DescribeClusterDetail): the version the cluster runs, as 1.32.1-aliyun.1.
+        return reported_version(body.get("current_version"), cluster, "current_version")
 
     # The SDK
 

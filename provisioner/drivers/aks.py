@@ -12,11 +12,12 @@ from typing import Any
 
 from provisioner import hardware
 from provisioner.autoscaler import hint_tags, read_hint_tags
-from provisioner.clusters import ClusterRef
+from provisioner.clusters import ClusterRef, KubernetesVersion
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
     OperationTimes,
     Pending,
+    reported_version,
     requests_at_once,
     seconds_between,
     size_connection_pool,
@@ -140,6 +141,17 @@ class AksDriver:
             found = list(client.managed_clusters.list(**self._options))
         # An ID reads /subscriptions/{s}/resourceGroups/{group}/providers/...
         return [ClusterRef("aks", scope.account, m.id.split("/")[4].lower(), m.name) for m in found]
+
+    def kubernetes_version(self, cluster: ClusterRef) -> KubernetesVersion:
+        with _sdk_errors():
+            with self._clients_lock:
+                client = self._client(cluster.account)
+            found = client.managed_clusters.get(cluster.location, cluster.name, **self._options)
+        # ManagedClusterProperties (azure-mgmt-containerservice models; AKS REST reference, Managed
+        # Clusters - Get): currentKubernetesVersion is the major.minor.patch the cluster runs;
+        # kubernetesVersion the one asked for, which may be 1.X, where the former is missing.
+        version = found.current_kubernetes_version or found.kubernetes_version
+        return reported_version(version, cluster, "currentKubernetesVersion")
 
     # The SDK
 

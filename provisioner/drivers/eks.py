@@ -10,11 +10,12 @@ from typing import Any
 
 from provisioner import hardware
 from provisioner.autoscaler import hint_tags, read_hint_tags
-from provisioner.clusters import ClusterRef
+from provisioner.clusters import ClusterRef, KubernetesVersion
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
     TAINT_EFFECT_CONSTANTS,
     TAINT_EFFECTS_BY_CONSTANT,
+    reported_version,
     requests_at_once,
     wait_until,
 )
@@ -210,6 +211,14 @@ class EksDriver:
             names = [n for page in client.get_paginator("list_clusters").paginate() for n in page["clusters"]]
         # No extras: only creating a node group needs a role and subnets, and discovery never does.
         return [ClusterRef("eks", scope.account, scope.location, name) for name in names]
+
+    def kubernetes_version(self, cluster: ClusterRef) -> KubernetesVersion:
+        client = self._client(cluster)
+        with _sdk_errors():
+            described = client.describe_cluster(name=cluster.name)["cluster"]
+        # Cluster.version (botocore's EKS model; EKS API reference, DescribeCluster): "The
+        # Kubernetes server version for the cluster", major.minor ("1.35").
+        return reported_version(described.get("version"), cluster, "cluster.version")
 
     # The SDK
 

@@ -8,12 +8,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from provisioner import hardware
-from provisioner.clusters import ClusterRef
+from provisioner.clusters import ClusterRef, KubernetesVersion
 from provisioner.drivers import (
     OPERATION_TIMEOUT,
     TAINT_EFFECT_CONSTANTS,
     TAINT_EFFECTS_BY_CONSTANT,
     OperationTimes,
+    reported_version,
     requests_at_once,
     seconds_between,
     size_connection_pool,
@@ -58,6 +59,10 @@ class GkeDriver:
         self._client_lock = threading.Lock()
         self._polling = hardware.load().clouds["gke"].polling
         self._times = OperationTimes()  # how long this cloud's operations took, by type
+        # Each cluster's get_cluster answer, read once per run (a driver lives for one command):
+        # its zones and its version both come from it.
+        self._clusters: dict[str, Any] = {}
+        self._clusters_lock = threading.Lock()
         import_sdk(
             "google.cloud.container_v1",
             "google.api_core.exceptions",
@@ -145,6 +150,13 @@ class GkeDriver:
         response = self._call(self._client.list_clusters, parent=f"projects/{scope.account}/locations/-")
         return [ClusterRef("gke", scope.account, found.location, found.name) for found in response.clusters]
 
+    def kubernetes_version(self, cluster: ClusterRef) -> KubernetesVersion:
+        # Cluster.current_master_version (google-cloud-container types; container v1 reference,
+        # projects.locations.clusters): "The current software version of the master endpoint",
+        # as 1.35.1-gke.1234000.
+        version = self._cluster(cluster).current_master_version
+        return reported_version(version, cluster, "currentMasterVersion")
+
     # The SDK
 
     @property
@@ -195,7 +207,19 @@ class GkeDriver:
 
     def _cluster_zones(self, cluster: ClusterRef) -> tuple[str, ...]:
         """The cluster's node locations: where a pool that names no zones runs (NodePool.locations)."""
-        return tuple(self._call(self._client.get_cluster, name=_path(cluster)).locations)
+        return tuple(self._cluster(cluster).locations)
+
+    def _cluster(self, cluster: ClusterRef) -> Any:
+        """The cluster's Cluster message, from one get_cluster per cluster per run; an error is
+        not kept, so a retry asks again."""
+        path = _path(cluster)
+        with self._clusters_lock:
+            found = self._clusters.get(path)
+        if found is None:
+            found = self._call(self._client.get_cluster, name=path)
+            with self._clusters_lock:
+                found = self._clusters.setdefault(path, found)
+        return found
 
     def _call(self, method: Any, **kwargs: Any) -> Any:
         """One RPC without the SDK's own retries: callers retry TRANSIENT errors with their

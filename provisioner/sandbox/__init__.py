@@ -15,7 +15,10 @@ time), so a wrong fact in the tool's hardware data fails a test instead of passi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from provisioner.sandbox.versions import Release, VersionFormat
 
 # cloud -> "module:Class" of its emulator (an Emulator)
 EMULATORS = {
@@ -58,7 +61,9 @@ class Emulator(Protocol):
 
     app: Any  # the WSGI application serving the cloud's API
     engine: Any  # its Engine: the clock and op_seconds its pools' nodes join by
+    kubernetes_versions: VersionFormat  # how its API writes a cluster's version
 
-    def add_cluster(self, cluster: ClusterAddress, url: str) -> None:
-        """Create `cluster` with the system pool every real cluster has, which the tool does not own."""
+    def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
+        """Create `cluster`, running Kubernetes `release` (its patch given), with the system pool
+        every real cluster has, which the tool does not own."""
         ...

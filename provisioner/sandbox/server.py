@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provisioner.sandbox import EMULATORS, Emulator, SeededCluster
+from provisioner.sandbox import EMULATORS, ClusterAddress, Emulator, SeededCluster
 from provisioner.sandbox.endpoints import remove_endpoints, write_endpoints
 from provisioner.sandbox.engine import Engine
 from provisioner.sandbox.kube import KUBECONFIG_FILE, SCALE_DOWN_DELAY, SCAN_INTERVAL, KubeEmulator
 from provisioner.sandbox.kube.tls import make_certificate
 from provisioner.sandbox.serving import RunningServer, serve_in_thread
+from provisioner.sandbox.versions import DEFAULT_KUBERNETES_VERSION, Release, parse_release
 
 
 @dataclass
@@ -25,6 +26,19 @@ class SandboxSettings:
     seed: int | None = None  # for the fault draws, so a flaky run can be repeated
     scan_interval: float = SCAN_INTERVAL  # seconds between the clusters' autoscaler scans
     scale_down_delay: float = SCALE_DOWN_DELAY  # seconds a node is idle before the autoscaler removes it
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION  # X.Y[.Z] every seeded cluster runs ...
+    kubernetes_versions: Mapping[str, str] = field(default_factory=dict)  # ... but these, by fleet name
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """A seeded cluster as the emulators hold it: the fleet's name, cloud and address, and the
+    Kubernetes version it runs (major.minor.patch), which its API server reports in /version."""
+
+    name: str
+    cloud: str
+    ref: ClusterAddress
+    kubernetes_version: str
 
 
 @dataclass
@@ -38,6 +52,7 @@ class Sandbox:
     emulators: dict[str, Emulator] = field(default_factory=dict)
     servers: dict[str, RunningServer] = field(default_factory=dict)
     kube: KubeEmulator | None = None
+    seeded: dict[str, Seeded] = field(default_factory=dict)  # by fleet name
 
     @property
     def kubeconfig(self) -> Path:
@@ -50,6 +65,7 @@ class Sandbox:
     def start(self, clusters: Sequence[SeededCluster] = ()) -> Sandbox:
         """Serve every emulator; create `clusters`, each with a system pool the tool does not own,
         and serve each one's Kubernetes API under its fleet name, written to DIR/kubeconfig."""
+        releases = self._releases(clusters)  # refused before anything is served
         for cloud, emulator_class in EMULATORS.items():
             # Faults start after seeding, so the seed itself never fails.
             engine = Engine(op_seconds=0.0, seed=self.settings.seed)
@@ -64,8 +80,12 @@ class Sandbox:
             self.settings.scale_down_delay,
         )
         for cluster in clusters:
-            self.emulators[cluster.cloud].add_cluster(cluster.ref, self.servers[cluster.cloud].url)
-            self.kube.add_cluster(cluster, self.emulators[cluster.cloud])
+            emulator = self.emulators[cluster.cloud]
+            release = emulator.kubernetes_versions.resolve(releases.get(cluster.name, releases[""]))
+            emulator.add_cluster(cluster.ref, self.servers[cluster.cloud].url, release)
+            seeded = Seeded(cluster.name, cluster.cloud, cluster.ref, str(release))
+            self.seeded[cluster.name] = seeded
+            self.kube.add_cluster(seeded, emulator)
         certificate = make_certificate()  # an API server speaks TLS: kubectl sends its token only so
         self.servers["kube"] = serve_in_thread(self.kube.app, tls=certificate.context)
         self.kube.write_kubeconfig(self.directory, self.servers["kube"].url, certificate.ca_pem)
@@ -75,6 +95,19 @@ class Sandbox:
         self.kube.start_autoscaler()
         write_endpoints(self.directory, self.endpoints)
         return self
+
+    def _releases(self, clusters: Sequence[SeededCluster]) -> dict[str, Release]:
+        """The release of each cluster the settings name, and under "" every other's; ValueError
+        for a version that is none, or a name no seeded cluster has."""
+        named = {name: parse_release(text) for name, text in self.settings.kubernetes_versions.items()}
+        unknown = sorted(set(named) - {cluster.name for cluster in clusters})
+        if unknown:
+            seeded = ", ".join(sorted(cluster.name for cluster in clusters)) or "none"
+            raise ValueError(
+                f"a Kubernetes version is set for {', '.join(unknown)}, which is no seeded cluster "
+                f"(seeded: {seeded})"
+            )
+        return {"": parse_release(self.settings.kubernetes_version), **named}
 
     def stop(self) -> None:
         if self.kube is not None:

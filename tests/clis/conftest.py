@@ -96,12 +96,13 @@ def ok(done: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Served]:
-    """A sandbox seeded with the module's FLEET text."""
+    """A sandbox seeded with the module's FLEET text, served with its SERVE_ARGS if it has them."""
     directory = tmp_path_factory.mktemp("clis")
     fleet = directory / "fleet.yaml"
     fleet.write_text(request.module.FLEET, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [*PROVISIONER, "sandbox", "serve", "--dir", str(directory / "sandbox"), "--seed", str(fleet)]
+    command += getattr(request.module, "SERVE_ARGS", [])
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     sandbox = Served(directory / "sandbox", fleet, process)
     try:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import pytest
+from kubernetes import client, config
 
-from provisioner.clusters import ClusterRef
+from provisioner.clusters import ClusterRef, KubernetesVersion
 from provisioner.compile import CompiledFleet, desired_state
 from provisioner.drivers import Driver
 from provisioner.drivers.registry import connect
@@ -18,6 +20,21 @@ from provisioner.errors import Busy, CloudError, InvalidRequest, NotFound, NotOw
 from provisioner.pools import PoolState, Scaling, Taint
 from provisioner.sandbox.server import Sandbox
 from tests.unowned import USER_TAG, create_unowned, identity
+
+
+def record_requests(sandbox: Sandbox, cloud: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every request `cloud`'s emulator answers from now until the test ends, as "METHOD path"."""
+    seen: list[str] = []
+    app = sandbox.emulators[cloud].app
+    respond = app.respond
+
+    def recording(request: Any) -> Any:
+        seen.append(f"{request.method} {request.path}")
+        return respond(request)
+
+    monkeypatch.setattr(app, "respond", recording)
+    return seen
+
 
 # The contract fleet's pool names: MIG, time-sliced, MPS, MIG + sharing (a class may name its own).
 KINDS = ("mig", "ts", "mps", "migts")
@@ -28,6 +45,9 @@ class DriverContract:
     cluster_name: ClassVar[str]
     system_pool: ClassVar[str]  # the pool the sandbox seeds, which the tool does not own
     kinds: ClassVar[tuple[str, ...]] = KINDS  # its pools in the contract fleet (conftest parametrizes)
+    reported_version: ClassVar[str]  # the version conftest seeds, as the cloud's API writes it
+    served_version: ClassVar[str]  # ... and as the cluster's own API server gives it in /version
+    unknown_cluster: ClassVar[str] = "no-such-cluster"  # a name the cloud takes, of no cluster
 
     @pytest.fixture
     def driver(self, sandbox: Sandbox) -> Driver:
@@ -121,19 +141,52 @@ class DriverContract:
         assert not creating.is_alive()
         driver.delete_pool(cluster, "busy")
 
-    def test_throttling_and_outages_become_typed_errors(self, driver, cluster, sandbox):
+    def faults(self, sandbox: Sandbox, call: Callable[[], object]) -> list[CloudError]:
+        """What `call` raises 12 times over while every request is answered 429 or 503."""
         engine = sandbox.engines[self.cloud]
         engine.fault_rate = 1.0
         try:
             errors = []
             for _ in range(12):
                 with pytest.raises(CloudError) as caught:
-                    driver.list_pools(cluster)
+                    call()
                 errors.append(caught.value)
         finally:
             engine.fault_rate = 0.0
+        return errors
+
+    def test_throttling_and_outages_become_typed_errors(self, driver, cluster, sandbox):
+        errors = self.faults(sandbox, lambda: driver.list_pools(cluster))
         assert {type(e) for e in errors} == {Throttled, Unavailable}
         assert all(e.retry_after and e.retry_after > 0 for e in errors if isinstance(e, Throttled))
+
+    def test_the_kubernetes_version_is_the_clouds_own_read_in_one_request(
+        self, driver, cluster, sandbox, monkeypatch
+    ):
+        seen = record_requests(sandbox, self.cloud, monkeypatch)
+        version = driver.kubernetes_version(cluster)
+        assert len(seen) == 1, seen
+        assert version.text == self.reported_version  # the cloud's own string, as its API gave it
+        assert version == KubernetesVersion.parse(self.served_version)  # the release the cluster runs
+        assert str(version) == self.served_version.removeprefix("v").rsplit(".", 1)[0]
+        # The cluster's own API server reports the same release, as kubectl and the client read it.
+        api = config.new_client_from_config(str(sandbox.kubeconfig), context=self.cluster_name)
+        info = client.VersionApi(api).get_code()
+        assert (info.major, info.minor, info.git_version) == (
+            str(version.major),
+            str(version.minor),
+            self.served_version,
+        )
+
+    def test_the_kubernetes_version_of_a_cluster_the_cloud_lacks_is_not_found(self, driver, cluster):
+        with pytest.raises(NotFound):
+            driver.kubernetes_version(dataclasses.replace(cluster, name=self.unknown_cluster))
+
+    def test_reading_the_kubernetes_version_throttled_or_down_is_typed(self, driver, cluster, sandbox):
+        errors = self.faults(sandbox, lambda: driver.kubernetes_version(cluster))
+        assert {type(e) for e in errors} == {Throttled, Unavailable}
+        assert all(e.retry_after and e.retry_after > 0 for e in errors if isinstance(e, Throttled))
+        assert driver.kubernetes_version(cluster).text == self.reported_version  # and read once it answers
 
     def test_an_invalid_request_carries_the_clouds_message(self, driver, cluster, desired):
         bad = dataclasses.replace(desired[self.kinds[1]], name="Not A Name!")

@@ -463,6 +463,19 @@ def test_faults_are_throttling_with_a_retry_after_in_milliseconds_or_unavailable
             assert "x-acs-retry-after" not in answer.headers
 
 
+def test_describe_cluster_detail_gives_the_version_the_cluster_runs(url):
+    detail = call(url, "GET", f"/clusters/{CLUSTER_ID}", "DescribeClusterDetail")
+    assert detail.status_code == 200
+    assert (detail.json()["cluster_id"], detail.json()["current_version"]) == (CLUSTER_ID, "1.35.1-aliyun.1")
+    missing = "c0000000000000000000000000000dead"
+    assert_error(
+        call(url, "GET", f"/clusters/{missing}", "DescribeClusterDetail"),
+        404,
+        "ErrorClusterNotFound",
+        f"Cluster {missing} not found.",
+    )
+
+
 def test_describe_clusters_pages_by_region(url):
     first = call(
         url, "GET", "/api/v1/clusters", "DescribeClustersV1", region_id=REGION, page_size=1, page_number=1
@@ -476,6 +489,8 @@ def test_describe_clusters_pages_by_region(url):
                 "cluster_type": "ManagedKubernetes",
                 "profile": "Default",
                 "state": "running",
+                "init_version": "1.35.1-aliyun.1",
+                "current_version": "1.35.1-aliyun.1",
             }
         ],
         "page_info": {"page_number": 1, "page_size": 1, "total_count": 1},

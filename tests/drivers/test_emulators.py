@@ -210,6 +210,20 @@ class TestAks:
         assert aks_put(url, "x", headers={}).json()["error"]["code"] == "AuthenticationFailed"
         assert aks_put(url, "x", params={}).json()["error"]["code"] == "MissingApiVersionParameter"
 
+    def test_a_managed_cluster_gives_the_version_it_runs(self, url):
+        found = requests.get(f"{url}{AKS_CLUSTER}", params=API_VERSION, headers=BEARER, timeout=10)
+        assert found.status_code == 200
+        assert (found.json()["name"], found.json()["type"]) == (
+            "contract-aks",
+            "Microsoft.ContainerService/ManagedClusters",
+        )
+        properties = found.json()["properties"]
+        # tests/drivers/conftest.py seeds 1.34.2: asked for and running, as after a create
+        versions = (properties["kubernetesVersion"], properties["currentKubernetesVersion"])
+        assert versions == ("1.34.2", "1.34.2")
+        missing = requests.get(f"{url}{AKS_CLUSTER}x", params=API_VERSION, headers=BEARER, timeout=10)
+        assert (missing.status_code, missing.json()["error"]["code"]) == (404, "ResourceNotFound")
+
     def test_create_is_long_running_and_fixed_fields_cannot_change(self, url):
         created = aks_put(url, "fixed", gpuInstanceProfile="MIG1g")
         assert created.status_code == 201
@@ -404,6 +418,28 @@ class TestEks:
         assert caught.value.response["Error"]["Code"] == "InvalidParameterException"
         assert "label key" in caught.value.response["Error"]["Message"]
         eks.delete_nodegroup(clusterName="contract-eks", nodegroupName="labelrules")
+
+    def test_a_node_group_runs_its_clusters_kubernetes_version_and_no_other(self, eks):
+        cluster = eks.describe_cluster(name="contract-eks")["cluster"]["version"]
+        assert cluster == "1.33"  # tests/drivers/conftest.py seeds 1.33.4; EKS writes major.minor
+        with pytest.raises(ClientError) as caught:
+            self.create(eks, nodegroupName="older", version="1.32")
+        assert (caught.value.response["Error"]["Code"], caught.value.response["Error"]["Message"]) == (
+            "InvalidParameterException",
+            "version 1.32 is invalid: a new node group runs its cluster's Kubernetes version, 1.33.",
+        )
+        made = self.create(eks, nodegroupName="atversion")["nodegroup"]
+        assert made["version"] == "1.33"  # not moto's own default, 1.19
+        deadline = time.monotonic() + 5
+        while (
+            eks.describe_nodegroup(clusterName="contract-eks", nodegroupName="atversion")["nodegroup"][
+                "status"
+            ]
+            != "ACTIVE"
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        eks.delete_nodegroup(clusterName="contract-eks", nodegroupName="atversion")
 
     def test_node_groups_take_time_and_updates_can_be_described(self, eks):
         assert self.create(eks)["nodegroup"]["status"] == "CREATING"

@@ -11,13 +11,15 @@ from provisioner.sandbox.engine import Engine
 if TYPE_CHECKING:
     from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.ack.models import AckBackend, AckBackends
+    from provisioner.sandbox.versions import Release
 
 
 class AckEmulator:
     def __init__(self, engine: Engine, latency: float = 0.0):
         from provisioner.sandbox.ack import responses
-        from provisioner.sandbox.ack.models import AckBackends
+        from provisioner.sandbox.ack.models import KUBERNETES_VERSIONS, AckBackends
 
+        self.kubernetes_versions = KUBERNETES_VERSIONS  # how ACK writes a cluster's version
         self.engine = engine  # its clock and op_seconds (the Kubernetes API's autoscaler reads them)
         self.backends: AckBackends = AckBackends(engine)
         self.app: Any = responses.app(self.backends, latency)
@@ -25,8 +27,9 @@ class AckEmulator:
     def backend(self, account: str, region: str) -> AckBackend:
         return self.backends[(account, region)]
 
-    def add_cluster(self, cluster: ClusterAddress, url: str) -> None:
-        """The cluster (location = region, name = cluster ID) with its unowned default node pool."""
+    def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
+        """The cluster (location = region, name = cluster ID) at `release`, with its unowned
+        default node pool."""
         backend = self.backend(cluster.account, cluster.location)
-        backend.add_cluster(cluster.name)
+        backend.add_cluster(cluster.name, self.kubernetes_versions.spell(release))
         backend.seed_system_pool(cluster.name)

@@ -23,6 +23,7 @@ from typing import Any
 
 from provisioner.sandbox.ack import exceptions as err
 from provisioner.sandbox.engine import Engine
+from provisioner.sandbox.versions import VersionFormat
 
 # nodepool_info.name: "1 to 63 characters ... digits, Chinese characters, letters, and hyphens (-).
 # It cannot start with a hyphen" (SDK ModifyClusterNodePoolRequestNodepoolInfo.name).
@@ -140,11 +141,18 @@ class Task:
     ended_at: float | None = None  # ... once it succeeded or failed
 
 
+# A cluster's version as DescribeClusterDetail writes it (current_version, and init_version, its
+# version at creation; the API reference's example: "1.32.1-aliyun.1"); a cluster asked for 1.X
+# runs a patch of it, here .1.
+KUBERNETES_VERSIONS = VersionFormat("{major}.{minor}.{patch}-aliyun.1", default_patch=1)
+
+
 @dataclass
 class Cluster:
     cluster_id: str
     name: str
     region_id: str
+    current_version: str = KUBERNETES_VERSIONS.default
     pools: dict[str, NodePool] = field(default_factory=dict)  # nodepool_id -> pool
     # nodepool_id -> its running operation: the task, and what the pool becomes at its end (None: gone)
     pending: dict[str, tuple[Task, Callable[[], NodePool | None]]] = field(default_factory=dict)
@@ -161,9 +169,11 @@ class AckBackend:
         self.tasks: dict[str, Task] = {}
         self._ids = ids
 
-    def add_cluster(self, cluster_id: str) -> Cluster:
+    def add_cluster(self, cluster_id: str, current_version: str = KUBERNETES_VERSIONS.default) -> Cluster:
         with self.engine.lock:
-            return self.clusters.setdefault(cluster_id, Cluster(cluster_id, cluster_id, self.region))
+            return self.clusters.setdefault(
+                cluster_id, Cluster(cluster_id, cluster_id, self.region, current_version)
+            )
 
     def seed_system_pool(self, cluster_id: str) -> NodePool:
         """The default pool every ACK cluster is created with: ECS, no owner label, active."""
@@ -185,6 +195,10 @@ class AckBackend:
         return pool
 
     # Reads
+
+    def get_cluster(self, cluster_id: str) -> Cluster:
+        with self.engine.lock:
+            return self._cluster(cluster_id)
 
     def list_pools(self, cluster_id: str, name: str | None = None) -> list[NodePool]:
         with self.engine.lock:

@@ -18,7 +18,7 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from provisioner.sandbox.ack import exceptions as err
-from provisioner.sandbox.ack.models import AckBackends, AutoScaling, NodePool, Task
+from provisioner.sandbox.ack.models import AckBackends, AutoScaling, Cluster, NodePool, Task
 from provisioner.sandbox.ack.urls import ACTIONS, ROUTES
 from provisioner.sandbox.engine import Engine
 from provisioner.sandbox.wire import ApiError, EmulatorApp, WireErrors, json_response, request_json
@@ -102,17 +102,7 @@ class AckHandlers:
         page = clusters[(page_number - 1) * page_size : page_number * page_size]
         return json_response(
             {
-                "clusters": [
-                    {
-                        "cluster_id": c.cluster_id,
-                        "name": c.name,
-                        "region_id": c.region_id,
-                        "cluster_type": "ManagedKubernetes",
-                        "profile": "Default",
-                        "state": "running",
-                    }
-                    for c in page
-                ],
+                "clusters": [encode_cluster(c) for c in page],
                 "page_info": {
                     "page_number": page_number,
                     "page_size": page_size,
@@ -120,6 +110,9 @@ class AckHandlers:
                 },
             }
         )
+
+    def describe_cluster(self, request: Request, cluster_id: str) -> Response:
+        return json_response(encode_cluster(self.backends.of_cluster(cluster_id).get_cluster(cluster_id)))
 
     def list_pools(self, request: Request, cluster_id: str) -> Response:
         backend = self.backends.of_cluster(cluster_id)
@@ -154,6 +147,21 @@ class AckHandlers:
 
     def describe_task(self, request: Request, task_id: str) -> Response:
         return json_response(encode_task(self.backends.engine, self.backends.of_task(task_id)))
+
+
+def encode_cluster(cluster: Cluster) -> dict[str, Any]:
+    """A cluster as DescribeClusterDetail and DescribeClustersV1 give it (the fields the SDK's
+    response models name; the sandbox never upgrades a cluster, so init_version is current_version)."""
+    return {
+        "cluster_id": cluster.cluster_id,
+        "name": cluster.name,
+        "region_id": cluster.region_id,
+        "cluster_type": "ManagedKubernetes",
+        "profile": "Default",
+        "state": "running",
+        "init_version": cluster.current_version,
+        "current_version": cluster.current_version,
+    }
 
 
 def encode_task(engine: Engine, task: Task) -> dict[str, Any]:

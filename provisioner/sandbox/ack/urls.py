@@ -9,6 +9,7 @@ _POOLS = "/clusters/<cluster_id>/nodepools"
 ROUTES = Map(
     [
         Rule("/api/v1/clusters", methods=["GET"], endpoint="describe_clusters"),
+        Rule("/clusters/<cluster_id>", methods=["GET"], endpoint="describe_cluster"),
         Rule(_POOLS, methods=["GET"], endpoint="list_pools"),
         Rule(_POOLS, methods=["POST"], endpoint="create_pool"),
         Rule(f"{_POOLS}/<nodepool_id>", methods=["GET"], endpoint="get_pool"),
@@ -21,6 +22,7 @@ ROUTES = Map(
 # endpoint -> the action the SDK names in x-acs-action for it
 ACTIONS = {
     "describe_clusters": "DescribeClustersV1",
+    "describe_cluster": "DescribeClusterDetail",
     "list_pools": "DescribeClusterNodePools",
     "create_pool": "CreateClusterNodePool",
     "get_pool": "DescribeClusterNodePoolDetail",

@@ -11,13 +11,15 @@ from provisioner.sandbox.engine import BackendDict, Engine
 if TYPE_CHECKING:
     from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.aks.models import AksBackend
+    from provisioner.sandbox.versions import Release
 
 
 class AksEmulator:
     def __init__(self, engine: Engine, latency: float = 0.0):
         from provisioner.sandbox.aks import responses
-        from provisioner.sandbox.aks.models import AksBackend
+        from provisioner.sandbox.aks.models import KUBERNETES_VERSIONS, AksBackend
 
+        self.kubernetes_versions = KUBERNETES_VERSIONS  # how ARM writes a cluster's version
         self.engine = engine  # its clock and op_seconds (the Kubernetes API's autoscaler reads them)
         self.backends: BackendDict[AksBackend] = BackendDict(
             lambda subscription, group: AksBackend(engine, subscription, group)
@@ -29,7 +31,7 @@ class AksEmulator:
 
         return backend_for(self.backends, subscription, resource_group)
 
-    def add_cluster(self, cluster: ClusterAddress, url: str) -> None:
+    def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
         backend = self.backend(cluster.account, cluster.location)
-        backend.add_cluster(cluster.name)
+        backend.add_cluster(cluster.name, self.kubernetes_versions.spell(release))
         backend.seed_system_pool(cluster.name)

@@ -28,6 +28,7 @@ from provisioner.sandbox.engine import (
     Operation,
     UnknownCluster,
 )
+from provisioner.sandbox.versions import VersionFormat
 
 # Agent pool names: agentPools REST reference, the agentPoolName path parameter
 # (azure-rest-api-specs, Microsoft.ContainerService managedClusters.json: pattern
@@ -74,6 +75,10 @@ SPOT_LABELS = {"kubernetes.azure.com/scalesetpriority": "spot"}
 SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
 # agentPools spec (azure-rest-api-specs, ContainerServiceOSDisk): osDiskSizeGB minimum 0, maximum 2048.
 OS_DISK_GB = (0, 2048)
+# ManagedClusterProperties.currentKubernetesVersion (azure-mgmt-containerservice models, from the
+# managedClusters spec): "the full <major.minor.patch> version being used"; a cluster asked for
+# 1.X runs a patch of it, here its .0.
+KUBERNETES_VERSIONS = VersionFormat("{major}.{minor}.{patch}", default_patch=0)
 
 
 def subscription_prefix(subscription: str) -> str:
@@ -105,14 +110,16 @@ class AksBackend:
             f"{subscription_prefix(subscription)}resourceGroups/{resource_group.lower()}"
             "/providers/Microsoft.ContainerService/managedClusters/"
         )
+        self.kubernetes_versions: dict[str, str] = {}  # cluster -> its currentKubernetesVersion
 
     def cluster_key(self, cluster: str) -> str:
         """The cluster's ARM resource ID, as pools' ids begin."""
         return f"{self.prefix}{cluster}"
 
-    def add_cluster(self, cluster: str) -> str:
+    def add_cluster(self, cluster: str, kubernetes_version: str = KUBERNETES_VERSIONS.default) -> str:
         key = self.cluster_key(cluster)
         self.engine.add_cluster(key)
+        self.kubernetes_versions[cluster] = kubernetes_version
         return key
 
     def cluster(self, cluster: str) -> ClusterState:
@@ -134,6 +141,19 @@ class AksBackend:
         return [key for key in self.engine.clusters() if key.startswith(self.prefix)]
 
     # Reads
+
+    def get_cluster(self, cluster: str) -> dict[str, Any]:
+        """The managed cluster's `properties` as its GET gives them (ManagedClusterProperties):
+        the version asked for and the one it runs are the same here, as after a create."""
+        with self.engine.lock:
+            self._pools(cluster)  # ResourceNotFound for an unknown cluster
+            version = self.kubernetes_versions.get(cluster, KUBERNETES_VERSIONS.default)
+            return {
+                "provisioningState": "Succeeded",
+                "powerState": {"code": "Running"},
+                "kubernetesVersion": version,
+                "currentKubernetesVersion": version,
+            }
 
     def list_pools(self, cluster: str) -> dict[str, dict[str, Any]]:
         with self.engine.lock:

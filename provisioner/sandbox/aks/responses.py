@@ -87,11 +87,15 @@ class AksHandlers:
 
     def list_clusters(self, request: Request, subscription: str) -> Response:
         clusters = [
-            {"id": key, "name": key.rsplit("/", 1)[-1], "type": "Microsoft.ContainerService/ManagedClusters"}
+            _cluster(key, backend.get_cluster(key.rsplit("/", 1)[-1]))
             for backend in list(self.backends[subscription.lower()].values())
             for key in backend.clusters()
         ]
         return json_response({"value": clusters})
+
+    def get_cluster(self, request: Request, subscription: str, group: str, cluster: str) -> Response:
+        backend = self._backend(subscription, group)
+        return json_response(_cluster(backend.cluster_key(cluster), backend.get_cluster(cluster)))
 
     def list_pools(self, request: Request, subscription: str, group: str, cluster: str) -> Response:
         backend = self._backend(subscription, group)
@@ -179,6 +183,18 @@ class AksHandlers:
             f"{request.host_url.rstrip('/')}/subscriptions/{subscription}/providers/Microsoft.ContainerService"
             f"/locations/local/{kind}/{operation.id}?{query}"
         )
+
+
+def _cluster(key: str, properties: dict[str, Any]) -> dict[str, Any]:
+    """A ManagedCluster (a TrackedResource: id, name, type, location); the sandbox's clusters live
+    in its one location, "local", as its operation URLs do."""
+    return {
+        "id": key,
+        "name": key.rsplit("/", 1)[-1],
+        "type": "Microsoft.ContainerService/ManagedClusters",
+        "location": "local",
+        "properties": properties,
+    }
 
 
 def _pool(key: str, name: str, properties: dict[str, Any]) -> dict[str, Any]:

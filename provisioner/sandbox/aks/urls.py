@@ -1,5 +1,6 @@
-"""The AKS emulator's routes: the ARM paths of the agentPools API and of its async operations
-(azure-rest-api-specs Microsoft.ContainerService, agentPools and operationStatus paths)."""
+"""The AKS emulator's routes: the ARM paths of managedClusters (list, get), of the agentPools API
+and of its async operations (azure-rest-api-specs Microsoft.ContainerService, managedClusters,
+agentPools and operationStatus paths)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ ROUTES = Map(
             "/subscriptions/<subscription>/providers/Microsoft.ContainerService/managedClusters",
             endpoint="list_clusters",
         ),
+        Rule(f"{_PROVIDER}/managedClusters/<cluster>", methods=["GET"], endpoint="get_cluster"),
         Rule(f"{_PROVIDER}/managedClusters/<cluster>/agentPools", endpoint="list_pools"),
         Rule(_POOL, methods=["GET"], endpoint="get_pool"),
         Rule(_POOL, methods=["PUT"], endpoint="put_pool"),

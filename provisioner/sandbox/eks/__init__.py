@@ -12,13 +12,15 @@ from provisioner.sandbox.engine import BackendDict, Engine
 if TYPE_CHECKING:
     from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.eks.models import EksBackend
+    from provisioner.sandbox.versions import Release
 
 
 class EksEmulator:
     def __init__(self, engine: Engine, latency: float = 0.0):
         from provisioner.sandbox.eks import responses
-        from provisioner.sandbox.eks.models import EksBackend
+        from provisioner.sandbox.eks.models import KUBERNETES_VERSIONS, EksBackend
 
+        self.kubernetes_versions = KUBERNETES_VERSIONS  # how EKS writes a cluster's version
         self.engine = engine  # its clock and op_seconds (the Kubernetes API's autoscaler reads them)
         self.backends: BackendDict[EksBackend] = BackendDict(
             lambda account, region: EksBackend(engine, account, region)
@@ -37,8 +39,8 @@ class EksEmulator:
 
         return self.backends[DEFAULT_ACCOUNT_ID][region].nodegroups(cluster)
 
-    def add_cluster(self, cluster: ClusterAddress, url: str) -> None:
-        """Create the cluster and its system node group through the API, as a user would."""
+    def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
+        """Create the cluster at `release` and its system node group through the API, as a user would."""
         import boto3
 
         eks = boto3.client(
@@ -50,6 +52,7 @@ class EksEmulator:
         )
         eks.create_cluster(
             name=cluster.name,
+            version=self.kubernetes_versions.spell(release),
             roleArn=cluster.extras["node_role"],
             resourcesVpcConfig={"subnetIds": list(cluster.extras["subnets"])},
         )

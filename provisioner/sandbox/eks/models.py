@@ -20,6 +20,7 @@ from provisioner.sandbox.eks.exceptions import (
 )
 from provisioner.sandbox.eks.groups import AutoScalingGroup
 from provisioner.sandbox.engine import Engine
+from provisioner.sandbox.versions import VersionFormat
 
 # nodegroupName: CreateNodegroup API reference (1-63 characters, starting with a letter or digit,
 # then letters, digits, hyphens and underscores); botocore's model gives it no pattern, so the
@@ -67,6 +68,10 @@ TAG_KEY_LENGTH, TAG_VALUE_LENGTH = 128, 256
 NODEGROUP_ARN = re.compile(
     r"^arn:aws[-a-z]*:eks:[^:]+:\d{12}:nodegroup/(?P<cluster>[^/]+)/(?P<name>[^/]+)/[^/]+$"
 )
+# A cluster's version as EKS writes it: major.minor only (Cluster.version, "The Kubernetes server
+# version for the cluster", botocore's EKS model; the EKS API reference's examples give "1.31").
+# The patch its control plane runs shows only in the cluster's own /version, here .0.
+KUBERNETES_VERSIONS = VersionFormat("{major}.{minor}", default_patch=0)
 # (min, max) length of each, from botocore's EKS model (shapes labelKey, labelValue, taintKey,
 # taintValue). botocore checks minimums client-side, not maximums: the service checks both.
 LENGTHS = {"label key": (1, 63), "label value": (1, 63), "taint key": (1, 63), "taint value": (0, 63)}
@@ -84,6 +89,18 @@ def check_create(body: dict[str, Any]) -> None:
     _check_scaling(body.get("scalingConfig") or {})
     _check_labels(body.get("labels") or {})
     _check_taints(body.get("taints") or [])
+
+
+def with_cluster_version(body: dict[str, Any], cluster_version: str) -> dict[str, Any]:
+    """CreateNodegroup's version (botocore's EKS model): "By default, the Kubernetes version of
+    the cluster is used, and this is the only accepted specified value"; moto would make it 1.19."""
+    version = body.get("version") or cluster_version
+    if version != cluster_version:
+        raise InvalidParameterException(
+            f"version {version} is invalid: a new node group runs its cluster's Kubernetes version, "
+            f"{cluster_version}."
+        )
+    return {**body, "version": version}
 
 
 def check_update(body: dict[str, Any], current: dict[str, Any]) -> None:
@@ -196,6 +213,14 @@ class EksBackend:
             group = found.nodegroups.get(nodegroup) if found is not None else None
             if group is not None:
                 group.scaling_config = {**(group.scaling_config or {}), "desiredSize": desired}
+
+    def cluster_version(self, cluster: str) -> str | None:
+        """The cluster's version as moto holds it (CreateCluster's), None for an unknown cluster."""
+        from moto.eks.models import eks_backends
+
+        with self.engine.lock:
+            found = eks_backends[self.account][self.region].clusters.get(cluster)
+            return None if found is None else found.version
 
     def group_of(self, cluster: str, nodegroup: str) -> AutoScalingGroup | None:
         with self.engine.lock:

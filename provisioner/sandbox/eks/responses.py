@@ -24,7 +24,7 @@ from provisioner.sandbox.eks.exceptions import (
     ServiceUnavailableException,
     ThrottlingException,
 )
-from provisioner.sandbox.eks.models import EksBackend, check_create, check_update
+from provisioner.sandbox.eks.models import EksBackend, check_create, check_update, with_cluster_version
 from provisioner.sandbox.eks.urls import ROUTES
 from provisioner.sandbox.engine import BackendDict, Engine
 from provisioner.sandbox.wire import ApiError, EmulatorApp, WireErrors, json_response, request_json
@@ -113,7 +113,10 @@ class EksHandlers:
         check_create(body)
         backend = self._backend(request)
         backend.ensure_idle((cluster, body["nodegroupName"]))  # a namesake still DELETING
-        response = self._forward(request)
+        version = backend.cluster_version(cluster)
+        if version is not None:  # else moto answers ResourceNotFoundException for the cluster
+            body = with_cluster_version(body, version)
+        response = self._forward(request, json.dumps(body).encode())
         if response.status_code == 200:
             name = body["nodegroupName"]
             for group in json.loads(response.get_data())["nodegroup"]["resources"]["autoScalingGroups"]:
@@ -184,9 +187,10 @@ class EksHandlers:
 
     # moto
 
-    def _forward(self, request: Request) -> Response:
+    def _forward(self, request: Request, data: bytes | None = None) -> Response:
+        """The request to moto as sent, or with `data` as its body."""
         environ = dict(request.environ)
-        data = request.get_data()
+        data = request.get_data() if data is None else data
         environ.update({"wsgi.input": io.BytesIO(data), "CONTENT_LENGTH": str(len(data))})
         return Response.from_app(self._moto, environ)
 

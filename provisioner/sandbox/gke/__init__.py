@@ -11,13 +11,15 @@ from provisioner.sandbox.engine import BackendDict, Engine
 if TYPE_CHECKING:
     from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.gke.models import GkeBackend
+    from provisioner.sandbox.versions import Release
 
 
 class GkeEmulator:
     def __init__(self, engine: Engine, latency: float = 0.0):
         from provisioner.sandbox.gke import responses
-        from provisioner.sandbox.gke.models import GkeBackend
+        from provisioner.sandbox.gke.models import KUBERNETES_VERSIONS, GkeBackend
 
+        self.kubernetes_versions = KUBERNETES_VERSIONS  # how GKE writes a cluster's version
         self.engine = engine  # its clock and op_seconds (the Kubernetes API's autoscaler reads them)
         self.backends: BackendDict[GkeBackend] = BackendDict(
             lambda project, location: GkeBackend(engine, project, location)
@@ -27,7 +29,7 @@ class GkeEmulator:
     def backend(self, project: str, location: str) -> GkeBackend:
         return self.backends[project][location]
 
-    def add_cluster(self, cluster: ClusterAddress, url: str) -> None:
+    def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
         backend = self.backend(cluster.account, cluster.location)
-        backend.add_cluster(cluster.name)
+        backend.add_cluster(cluster.name, master_version=self.kubernetes_versions.spell(release))
         backend.seed_system_pool(cluster.name)

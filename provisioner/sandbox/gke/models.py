@@ -20,6 +20,7 @@ from provisioner.sandbox.gke.exceptions import (
     InvalidArgument,
     NotFound,
 )
+from provisioner.sandbox.versions import VersionFormat
 
 # Node pool names: RFC 1035 labels (NodePool.name, container v1 API reference); the 40-character
 # limit is gcloud's own check, unconfirmed in the API reference.
@@ -41,8 +42,10 @@ UPDATABLE = ("labels", "taints", "resource_labels", "disk_size_gb", "locations")
 # clusters": "By default, GKE replicates each node pool across three zones of the control
 # plane's region"); the emulator takes the region's -a, -b and -c. A zonal cluster's: its zone.
 REGIONAL_ZONES = ("a", "b", "c")
-# A version the clusters report (Cluster.currentMasterVersion): a GKE 1.34 patch of late 2026.
-MASTER_VERSION = "1.34.1-gke.1000000"
+# How a cluster's version reads (Cluster.currentMasterVersion, "The current software version of
+# the master endpoint"): 1.X.Y-gke.N, as UpdateMasterRequest.master_version's aliases spell an
+# explicit version (container v1 reference); a cluster asked for 1.X runs a patch of it, here .1.
+KUBERNETES_VERSIONS = VersionFormat("{major}.{minor}.{patch}-gke.1000000", default_patch=1)
 # Machine type -> (the accelerator type it takes, the accelerator counts it takes). GPU machine
 # types carry their GPUs, so the count is the machine's; N1 machines take T4s in 1, 2 or 4 (up to
 # 48 vCPUs for 1-2 T4s, 96 for 4). Compute Engine "GPU machine types"
@@ -168,17 +171,24 @@ class GkeBackend:
         self.engine = engine
         self.location_path = f"projects/{project}/locations/{location}"
         self.node_locations: dict[str, tuple[str, ...]] = {}  # cluster -> its node locations
+        self.master_versions: dict[str, str] = {}  # cluster -> its currentMasterVersion
 
     def cluster_key(self, cluster: str) -> str:
         """The cluster's resource name, as its pools' and operations' names begin."""
         return f"{self.location_path}/clusters/{cluster}"
 
-    def add_cluster(self, cluster: str, locations: tuple[str, ...] = ()) -> str:
+    def add_cluster(
+        self,
+        cluster: str,
+        locations: tuple[str, ...] = (),
+        master_version: str = KUBERNETES_VERSIONS.default,
+    ) -> str:
         """A cluster whose pools run in `locations` unless they name theirs (default: a regional
-        cluster's three zones, a zonal cluster's own zone)."""
+        cluster's three zones, a zonal cluster's own zone), at `master_version`."""
         key = self.cluster_key(cluster)
         self.engine.add_cluster(key)
         self.node_locations[cluster] = locations or self.default_locations()
+        self.master_versions[cluster] = master_version
         return key
 
     @property
@@ -225,6 +235,10 @@ class GkeBackend:
     def get_pool(self, cluster: str, name: str) -> NodePool:
         with self.engine.lock:
             return self._pool(cluster, name)
+
+    def master_version(self, cluster: str) -> str:
+        self._pools(cluster)  # NotFound for an unknown cluster
+        return self.master_versions.get(cluster, KUBERNETES_VERSIONS.default)
 
     def cluster_locations(self, cluster: str) -> tuple[str, ...]:
         self._pools(cluster)  # NotFound for an unknown cluster

@@ -15,7 +15,7 @@ from werkzeug.wrappers import Request, Response
 
 from provisioner.sandbox.engine import BackendDict, Engine, Operation
 from provisioner.sandbox.gke.exceptions import InvalidArgument, NotFound, ResourceExhausted, Unavailable
-from provisioner.sandbox.gke.models import MASTER_VERSION, Accelerator, Autoscaling, GkeBackend, NodePool
+from provisioner.sandbox.gke.models import Accelerator, Autoscaling, GkeBackend, NodePool
 from provisioner.sandbox.gke.urls import ROUTES
 from provisioner.sandbox.wire import ApiError, EmulatorApp, WireErrors, json_response, request_json
 
@@ -152,8 +152,9 @@ def encode_cluster(backend: GkeBackend, cluster: str, ints: bool) -> dict[str, A
         "zone": backend.location,
         "locations": list(backend.cluster_locations(cluster)),
         "status": _enum_out(CLUSTER_STATUS, "RUNNING", ints),
-        "currentMasterVersion": MASTER_VERSION,
-        "currentNodeVersion": MASTER_VERSION,
+        # Its pools' nodes run the control plane's version: no pool here is upgraded on its own.
+        "currentMasterVersion": backend.master_version(cluster),
+        "currentNodeVersion": backend.master_version(cluster),
         "currentNodeCount": sum(p.node_count * len(p.locations) for p in pools),
         "selfLink": _link(key),
         "nodePools": [encode_pool(key, p, ints) for p in pools],

@@ -37,6 +37,8 @@ class KubeCluster:
     def __init__(self, target: SeededCluster, emulator: Any, scale_down_delay: float = 10 * 60):
         self.name = target.name
         self.ref = target.ref
+        # X.Y.Z, where the sandbox seeded it (server.Seeded); /version reports it
+        self.kubernetes_version: str | None = getattr(target, "kubernetes_version", None)
         self.lock = threading.RLock()
         self._revisions = Revisions()
         self._config_maps = ConfigMaps(self._revisions)

@@ -23,6 +23,7 @@ from provisioner.sandbox.kube.exceptions import (
 )
 from provisioner.sandbox.kube.models import KubeCluster, KubeClusters
 from provisioner.sandbox.kube.urls import ROUTES
+from provisioner.sandbox.versions import DEFAULT_KUBERNETES_VERSION, parse_release
 from provisioner.sandbox.wire import (
     ApiError,
     EmulatorApp,
@@ -35,15 +36,12 @@ from provisioner.sandbox.wire import (
 TOKEN = "sandbox"  # the static bearer token DIR/kubeconfig gives every user
 APPLY = "application/apply-patch+yaml"
 MERGE_PATCHES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
-# What /version answers (version.Info); the sandbox speaks the core/v1 API of any recent release.
+# What /version answers (version.Info) besides the release: the cluster's, as its cloud reports it.
 VERSION = {
-    "major": "1",
-    "minor": "31",
-    "gitVersion": "v1.31.0-sandbox",
     "gitCommit": "sandbox",
     "gitTreeState": "clean",
-    "buildDate": "2024-08-13T00:00:00Z",
-    "goVersion": "go1.22.5",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.25.5",
     "compiler": "gc",
     "platform": "linux/amd64",
 }
@@ -145,7 +143,16 @@ class KubeHandlers:
         return check_then_handle
 
     def version(self, request: Request, cluster: KubeCluster) -> Response:
-        return json_response(VERSION)
+        seeded = cluster.kubernetes_version or DEFAULT_KUBERNETES_VERSION
+        release = parse_release(seeded).with_default_patch(0)
+        return json_response(
+            {
+                "major": str(release.major),
+                "minor": str(release.minor),
+                "gitVersion": f"v{release}",
+                **VERSION,
+            }
+        )
 
     # Discovery, as kubectl reads it before any request
 
