@@ -65,3 +65,22 @@ def test_switching_a_pool_to_dra_plans_per_cloud_and_converges(world: World):
     modes = {(c["cluster"], p["pool"]): p["allocation_mode"] for c in clusters for p in c["pools"]}
     assert modes[("gcp", "spare")] == modes[("azure", "spare")] == modes[("aws", "spare")] == "dra"
     assert modes[("gcp", "mig")] == "device-plugin"
+
+
+def test_plan_refuses_a_dra_pool_on_a_cluster_older_than_1_34_read_from_the_cloud(tmp_path: Path):
+    made = World(tmp_path, SandboxSettings(op_seconds=0.05, kubernetes_versions={"gcp": "1.33"}))
+    try:
+        made.edit(to_dra)
+        result = made.run("plan", str(made.fleet), "--json")
+        assert result.exit_code == 1, result.output
+        plan = json.loads(result.stdout)
+        assert plan["errors"] == [
+            "gcp: pool spare not planned: the cluster runs Kubernetes 1.33.1-gke.1000000 (GKE API); "
+            "allocation: dra needs 1.34 or later (resource.k8s.io/v1, GA in 1.34: KEP-4381): upgrade "
+            "the cluster, or use allocation: device-plugin"
+        ]
+        planned = {(c["cluster"], c["pool"]) for c in plan["changes"]}
+        assert ("gcp", "spare") not in planned and ("gcp", "mig") in planned  # the rest still plans
+        assert ("azure", "spare") in planned and ("aws", "spare") in planned  # 1.35: planned
+    finally:
+        made.sandbox.stop()
