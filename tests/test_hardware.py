@@ -405,3 +405,26 @@ def test_gke_partition_sizes_are_those_its_partitioner_and_device_plugin_both_kn
         "H200 141GB": ["1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"],
         "B200": ["1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"],
     }
+
+
+def _facts_dra() -> dict[str, list[str]]:
+    """FACTS.md "What a DRA pool gets, per cloud": cloud title -> its cells."""
+    section = _section("Dynamic Resource Allocation (DRA)")
+    start = section.index("### What a DRA pool gets, per cloud")
+    rows = [line for line in section[start:].splitlines() if line.startswith("|")][2:]
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+    return {row[0]: row[1:] for row in cells}
+
+
+@pytest.mark.parametrize("cloud", sorted(HW.clouds))
+def test_each_clouds_dra_rules_are_the_facts(cloud):
+    profile = HW.clouds[cloud]
+    labels, root, mig, minimum, _ = _facts_dra()[profile.title]
+    rules = profile.dra
+    assert rules is not None
+    for key, value in rules.device_plugin_off.items():
+        assert f"`{key}={value}`" in labels
+    assert root == f"`{rules.driver_root}`"
+    assert rules.mig == (not mig.startswith("none"))
+    assert minimum == ".".join(map(str, HW.dra_driver.min_kubernetes))
+    assert ("INSTALLATION_DISABLED" in labels) == (rules.cloud_installs_driver is False)
