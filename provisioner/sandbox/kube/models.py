@@ -6,6 +6,10 @@ call. It holds the cluster's lock and composes its parts, each one idea:
 - events.py: the events the scheduler and the autoscaler record about pods;
 - autoscaler.py: the cluster autoscaler, scanning from KubeEmulator's thread;
 - configmaps.py: stored ConfigMaps, their field ownership kept by fields.py (server-side apply);
+- resources.py: stored resource.k8s.io/v1 DeviceClasses, ResourceClaims and their templates,
+  served from Kubernetes 1.34 (versions.py: the cluster's version and what it turns on);
+- dra.py: the NVIDIA DRA driver installed by its Helm chart, and the ResourceSlices its kubelet
+  plugin publishes, computed from the nodes;
 - objects.py: what they share, new objects' metadata and the cluster's resourceVersion.
 """
 
@@ -15,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from provisioner.sandbox.kube import versions
 from provisioner.sandbox.kube.autoscaler import ClusterAutoscaler
 from provisioner.sandbox.kube.clouds import ADAPTERS
 from provisioner.sandbox.kube.configmaps import ConfigMaps
@@ -23,6 +28,7 @@ from provisioner.sandbox.kube.exceptions import NotFound
 from provisioner.sandbox.kube.nodes import Nodes
 from provisioner.sandbox.kube.objects import Revisions
 from provisioner.sandbox.kube.pods import Pods
+from provisioner.sandbox.kube.resources import ResourceObjects, slices_matching
 
 if TYPE_CHECKING:
     from provisioner.sandbox import SeededCluster
@@ -34,12 +40,23 @@ class KubeCluster:
     """One fleet cluster's Kubernetes API: nodes from its cloud's pools, stored pods and ConfigMaps.
     Every request holds the cluster's lock while its part answers."""
 
-    def __init__(self, target: SeededCluster, emulator: Any, scale_down_delay: float = 10 * 60):
+    def __init__(
+        self,
+        target: SeededCluster,
+        emulator: Any,
+        scale_down_delay: float = 10 * 60,
+        kubernetes_version: str = versions.DEFAULT_VERSION,
+    ):
         self.name = target.name
         self.ref = target.ref
+        # The seed's own version where it names one (a cloud emulator's cluster), else the default.
+        self.kubernetes_version = versions.normalized(
+            getattr(target, "kubernetes_version", None) or kubernetes_version
+        )
         self.lock = threading.RLock()
         self._revisions = Revisions()
         self._config_maps = ConfigMaps(self._revisions)
+        self.resources = ResourceObjects(self._revisions, self.kubernetes_version)
         self._nodes = Nodes(
             ADAPTERS[target.ref.cloud](emulator, target.ref), self._config_maps, self._revisions
         )
@@ -76,17 +93,104 @@ class KubeCluster:
                 {ns for ns, _ in self._config_maps.stored}
                 | {ns for ns, _ in self._pods.stored}
                 | {key[0] for key in self._events.stored}
+                | self.resources.namespaces()
             )
 
     def dry_run(self, change: Callable[[], T]) -> T:
-        """What `change` (to ConfigMaps) gives, keeping nothing of it (?dryRun=All)."""
+        """What `change` (to ConfigMaps or resource.k8s.io objects) gives, keeping nothing of it
+        (?dryRun=All)."""
         with self.lock:
             saved, version = self._config_maps.saved(), self._revisions.current
+            resources = self.resources.saved()
             try:
                 return change()
             finally:
                 self._config_maps.restore(saved)
+                self.resources.restore(resources)
                 self._revisions.current = version
+
+    # resource.k8s.io/v1 (DRA): served from 1.34, as the group is GA there
+
+    @property
+    def serves_resource_api(self) -> bool:
+        return versions.serves_resource_v1(self.kubernetes_version)
+
+    def list_resources(
+        self,
+        resource: str,
+        namespace: str | None,
+        label_selector_text: str = "",
+        field_selector_text: str = "",
+    ) -> list[dict[str, Any]]:
+        with self.lock:
+            return self.resources.matching(resource, namespace, label_selector_text, field_selector_text)
+
+    def get_resource(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.get(resource, namespace, name)
+
+    def has_resource(self, resource: str, namespace: str, name: str) -> bool:
+        with self.lock:
+            return self.resources.exists(resource, namespace, name)
+
+    def create_resource(
+        self, resource: str, namespace: str, body: dict[str, Any], manager: str
+    ) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.create(resource, namespace, body, manager)
+
+    def replace_resource(
+        self, resource: str, namespace: str, name: str, body: dict[str, Any], manager: str
+    ) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.replace(resource, namespace, name, body, manager)
+
+    def merge_patch_resource(
+        self, resource: str, namespace: str, name: str, patch: dict[str, Any], manager: str
+    ) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.merge_patch(resource, namespace, name, patch, manager)
+
+    def apply_resource(
+        self, resource: str, namespace: str, name: str, body: dict[str, Any], manager: str, *, force: bool
+    ) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.apply(resource, namespace, name, body, manager, force=force)
+
+    def delete_resource(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.delete(resource, namespace, name)
+
+    def replace_claim_status(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.replace_status(namespace, name, body)
+
+    def merge_patch_claim_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.merge_patch_status(namespace, name, patch)
+
+    def update_claim_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Write a claim's status as the scheduler does when it allocates (dra-claims' allocator)."""
+        with self.lock:
+            return self.resources.update_status(namespace, name, status)
+
+    def resource_slices(self) -> list[dict[str, Any]]:
+        """Every ResourceSlice the DRA kubelet plugins publish now, sorted by name (for the scheduler)."""
+        with self.lock:
+            return []
+
+    def list_resource_slices(
+        self, label_selector_text: str = "", field_selector_text: str = ""
+    ) -> list[dict[str, Any]]:
+        with self.lock:
+            return slices_matching(self.resource_slices(), label_selector_text, field_selector_text)
+
+    def resource_slice(self, name: str) -> dict[str, Any]:
+        with self.lock:
+            found = next((s for s in self.resource_slices() if s["metadata"]["name"] == name), None)
+            if found is None:
+                raise NotFound.of("resourceslices.resource.k8s.io", name)
+            return found
 
     # Nodes
 
@@ -199,13 +303,18 @@ class KubeCluster:
 class KubeClusters:
     """Every fleet cluster's API, by the fleet's name for it."""
 
-    def __init__(self, scale_down_delay: float = 10 * 60) -> None:
+    def __init__(
+        self, scale_down_delay: float = 10 * 60, kubernetes_version: str = versions.DEFAULT_VERSION
+    ) -> None:
         self.clusters: dict[str, KubeCluster] = {}
         self.scale_down_delay = scale_down_delay
+        self.kubernetes_version = kubernetes_version  # for a seed that names none
 
     def add(self, target: SeededCluster, emulator: Any) -> KubeCluster:
         if target.name not in self.clusters:
-            self.clusters[target.name] = KubeCluster(target, emulator, self.scale_down_delay)
+            self.clusters[target.name] = KubeCluster(
+                target, emulator, self.scale_down_delay, self.kubernetes_version
+            )
         return self.clusters[target.name]
 
     def __getitem__(self, name: str) -> KubeCluster:
