@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from provisioner.sandbox.kube import versions
+from provisioner.sandbox.kube import dra, versions
 from provisioner.sandbox.kube.autoscaler import ClusterAutoscaler
 from provisioner.sandbox.kube.clouds import ADAPTERS
 from provisioner.sandbox.kube.configmaps import ConfigMaps
@@ -57,6 +57,8 @@ class KubeCluster:
         self._revisions = Revisions()
         self._config_maps = ConfigMaps(self._revisions)
         self.resources = ResourceObjects(self._revisions, self.kubernetes_version)
+        self.dra_driver: dra.Release | None = None  # the DRA driver's Helm release, once installed
+        self._published: dict[str, str] = {}  # node -> when its kubelet plugin first published
         self._nodes = Nodes(
             ADAPTERS[target.ref.cloud](emulator, target.ref), self._config_maps, self._revisions
         )
@@ -177,7 +179,96 @@ class KubeCluster:
     def resource_slices(self) -> list[dict[str, Any]]:
         """Every ResourceSlice the DRA kubelet plugins publish now, sorted by name (for the scheduler)."""
         with self.lock:
-            return []
+            release = self.dra_driver
+            if release is None or not release.gpus:
+                return []
+            found = []
+            for name, node in sorted(self._nodes.all().items()):
+                gpus = self._nodes.gpus.get(name)
+                if gpus is None or not dra.placement(release, node, gpus, self.ref.cloud).running:
+                    continue
+                published = self._published.setdefault(
+                    name, max(release.installed, node["metadata"]["creationTimestamp"])
+                )
+                made = dra.resource_slice(node, gpus, published)
+                if made is not None:
+                    found.append(made)
+            return sorted(found, key=lambda s: s["metadata"]["name"])
+
+    # The DRA driver, as `helm install` / `helm uninstall` of its chart would do it
+
+    def install_dra_driver(
+        self, values: dict[str, Any], namespace: str = dra.NAMESPACE, name: str = dra.RELEASE
+    ) -> dra.Release:
+        """Install the chart with `values` (a values file's mapping); dra.ChartError, with
+        nothing installed, where helm would fail."""
+        with self.lock:
+            if self.dra_driver is not None:
+                raise dra.ChartError("INSTALLATION FAILED: cannot re-use a name that is still in use")
+            release = dra.render(values, self.kubernetes_version, namespace, name)
+            classes = release.device_classes()
+            for body in classes:
+                self._check_adoptable(body["metadata"]["name"], release)
+            for body in classes:
+                existing = self.resources.exists("deviceclasses", "", body["metadata"]["name"])
+                if existing:
+                    self.resources.replace("deviceclasses", "", body["metadata"]["name"], body, "helm")
+                else:
+                    self.resources.create("deviceclasses", "", body, "helm")
+            self.dra_driver = release
+            self._published.clear()
+            return release
+
+    def uninstall_dra_driver(self, name: str = dra.RELEASE) -> str:
+        """`helm uninstall NAME`: the release's DeviceClasses go with it."""
+        with self.lock:
+            release = self.dra_driver
+            if release is None or release.name != name:
+                raise dra.ChartError(f"uninstall: Release not loaded: {name}: release: not found")
+            for body in release.device_classes():
+                if self.resources.exists("deviceclasses", "", body["metadata"]["name"]):
+                    self.resources.delete("deviceclasses", "", body["metadata"]["name"])
+            self.dra_driver = None
+            self._published.clear()
+            return f'release "{name}" uninstalled'
+
+    def dra_plugin_pods(self) -> dict[str, dra.PluginOnNode]:
+        """Per node, the kubelet plugin DaemonSet's pod: scheduled there, and running."""
+        with self.lock:
+            release = self.dra_driver
+            if release is None:
+                return {}
+            return {
+                name: dra.placement(release, node, self._nodes.gpus.get(name), self.ref.cloud)
+                for name, node in sorted(self._nodes.all().items())
+            }
+
+    def _check_adoptable(self, class_name: str, release: dra.Release) -> None:
+        """helm's ownership check: an existing object it would create must carry its release's
+        labels and annotations (pkg/action/validate.go existingResourceConflict)."""
+        if not self.resources.exists("deviceclasses", "", class_name):
+            return
+        metadata = self.resources.get("deviceclasses", "", class_name)["metadata"]
+        labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
+        problems = []
+        if labels.get("app.kubernetes.io/managed-by") != "Helm":
+            problems.append(
+                'label validation error: missing key "app.kubernetes.io/managed-by": must be set to "Helm"'
+            )
+        for key, wanted in (
+            ("meta.helm.sh/release-name", release.name),
+            ("meta.helm.sh/release-namespace", release.namespace),
+        ):
+            if annotations.get(key) != wanted:
+                problems.append(
+                    f'annotation validation error: missing key "{key}": must be set to "{wanted}"'
+                )
+        if problems:
+            raise dra.ChartError(
+                "INSTALLATION FAILED: Unable to continue with install: "
+                f'DeviceClass "{class_name}" in namespace "" exists and cannot be imported into the '
+                "current release: invalid ownership metadata; " + "; ".join(problems)
+            )
 
     def list_resource_slices(
         self, label_selector_text: str = "", field_selector_text: str = ""
@@ -217,6 +308,11 @@ class KubeCluster:
         """Make the MIG manager report `state` for `node` (it then leaves the GPUs whole)."""
         with self.lock:
             self._nodes.fail_mig(node, state)
+
+    def strand_mig(self, node: str) -> None:
+        """Leave `node`'s GPUs in MIG mode with no MIG partitions."""
+        with self.lock:
+            self._nodes.strand_mig(node)
 
     def set_capacity(self, node: str, resource: str, quantity: int | str) -> None:
         """Make `node` advertise `quantity` of `resource` (a device plugin that lost devices, a

@@ -11,7 +11,7 @@ from ruamel.yaml.error import YAMLError
 from werkzeug.wrappers import Request, Response
 
 from provisioner.sandbox.engine import Engine
-from provisioner.sandbox.kube import discovery, tables, versions
+from provisioner.sandbox.kube import discovery, dra, tables, versions
 from provisioner.sandbox.kube.exceptions import (
     BadRequest,
     KubeError,
@@ -104,6 +104,10 @@ def _list(
             "items": items,
         }
     )
+
+
+def _release(release: dra.Release) -> dict[str, Any]:
+    return {"release": release.name, "namespace": release.namespace, "values": release.values}
 
 
 def _served(cluster: KubeCluster) -> bool:
@@ -412,6 +416,36 @@ class KubeHandlers:
     def get_resource_slice(self, request: Request, cluster: KubeCluster, name: str) -> Response:
         _served(cluster)
         return _one("ResourceSlice", cluster, cluster.resource_slice(name), request)
+
+    # The sandbox's own: what `helm install|uninstall dra-driver-nvidia-gpu` does (sandbox commands)
+
+    def get_dra_driver(self, request: Request, cluster: KubeCluster) -> Response:
+        release = cluster.dra_driver
+        if release is None:
+            raise NotFound("no DRA driver release is installed in this cluster", {})
+        pods = {
+            node: {"scheduled": pod.scheduled, "running": pod.running, "message": pod.message}
+            for node, pod in cluster.dra_plugin_pods().items()
+        }
+        return json_response(_release(release) | {"featureGates": release.feature_gates, "nodes": pods})
+
+    def install_dra_driver(self, request: Request, cluster: KubeCluster) -> Response:
+        """Body: {"values": {...}, "namespace": "...", "release": "..."}; helm's error as a 400."""
+        body = request_json(request)
+        values = body.get("values") or {}
+        namespace = str(body.get("namespace") or dra.NAMESPACE)
+        try:
+            release = cluster.install_dra_driver(values, namespace, str(body.get("release") or dra.RELEASE))
+        except dra.ChartError as refused:
+            raise BadRequest(str(refused)) from None
+        return json_response(_release(release) | {"output": release.describe()}, 201)
+
+    def uninstall_dra_driver(self, request: Request, cluster: KubeCluster) -> Response:
+        try:
+            done = cluster.uninstall_dra_driver(request.args.get("release") or dra.RELEASE)
+        except dra.ChartError as refused:
+            raise NotFound(str(refused), {}) from None
+        return json_response({"output": done})
 
     @staticmethod
     def _maybe_dry(request: Request, cluster: KubeCluster, change: Any) -> dict[str, Any]:

@@ -82,6 +82,9 @@ ROUTES = Map(
         ),
         Rule(f"{_RESOURCE}/resourceslices", methods=["GET"], endpoint="list_resource_slices"),
         Rule(f"{_RESOURCE}/resourceslices/<name>", methods=["GET"], endpoint="get_resource_slice"),
+        Rule(f"{_CLUSTER}/sandbox/dra-driver", methods=["GET"], endpoint="get_dra_driver"),
+        Rule(f"{_CLUSTER}/sandbox/dra-driver", methods=["PUT"], endpoint="install_dra_driver"),
+        Rule(f"{_CLUSTER}/sandbox/dra-driver", methods=["DELETE"], endpoint="uninstall_dra_driver"),
     ],
     strict_slashes=False,
 )
