@@ -214,4 +214,4 @@ def _sandbox_call(
         sys.exit(1)
     except HTTPError as exc:
         raise click.ClickException(f"the sandbox in {directory} does not answer: {exc}") from None
-    return json.loads(response[0].data)
+    return json.loads(response.data)

@@ -169,9 +169,8 @@ class ResourceObjects:
                 {"name": name, "group": GROUP, "kind": resource},
             )
         obj = self._admitted(kind, obj, current)
-        fields.update(
-            self.managed.setdefault(key, []), _leaves(current), _leaves(obj), manager, GROUP_VERSION
-        )
+        entries = self.managed.setdefault(key, [])
+        fields.update(entries, _leaves(current), _leaves(obj), manager, api_version=GROUP_VERSION)
         return self._store(key, obj, current)
 
     def merge_patch(
