@@ -16,6 +16,7 @@ from provisioner.sandbox.aks import models as aks
 from provisioner.sandbox.eks import models as eks
 from provisioner.sandbox.gke import models as gke
 from provisioner.sandbox.kube import clouds as kube_clouds
+from provisioner.sandbox.kube import nvml as kube_nvml
 from provisioner.sandbox.kube import rules as kube_rules
 
 SANDBOX = Path(__file__).parents[1] / "provisioner" / "sandbox"
@@ -196,6 +197,14 @@ def test_kube_mig_instances_agree_with_the_tool_s_profiles():
 
 def test_kube_has_a_product_name_for_every_gpu_of_the_tool():
     assert set(kube_rules.PRODUCTS) == set(DATA.gpus)
+
+
+def test_kube_has_the_nvml_view_of_every_gpu_of_the_tool_and_gfd_s_label_follows_its_name():
+    """The DRA driver publishes NVML's name (spaces); GFD's gpu.product is it with hyphens."""
+    assert set(kube_nvml.GPUS) == set(DATA.gpus)
+    assert {k: g.name.replace(" ", "-") for k, g in kube_nvml.GPUS.items()} == kube_rules.PRODUCTS
+    assert {k.replace(" ", "-") for k in kube_nvml.PCIE_NAMES.values()} == set(kube_nvml.PCIE_NAMES)
+    assert set(kube_nvml.PCIE_NAMES) == set(kube_rules.PCIE_PRODUCTS.values())
 
 
 def test_kube_aks_mig_profiles_name_the_gi_ids_the_tool_uses():

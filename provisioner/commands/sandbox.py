@@ -125,3 +125,151 @@ def serve(
     finally:
         running.stop()
         out.print("sandbox stopped")
+
+
+_DIR_OPTION = click.option(
+    "--dir",
+    "directory",
+    default=".sandbox",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The directory of the running `sandbox serve`.",
+)
+_CLUSTER_OPTION = click.option(
+    "--cluster", "cluster", required=True, metavar="NAME", help="The cluster: its kubeconfig context."
+)
+_RELEASE_OPTION = click.option(
+    "--release", default="dra-driver-nvidia-gpu", show_default=True, help="The Helm release's name."
+)
+
+
+@sandbox.command("install-dra-driver")
+@_DIR_OPTION
+@_CLUSTER_OPTION
+@click.option(
+    "--values",
+    "-f",
+    "values_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A values file, as `helm install -f` takes it (repeat: later files win).",
+)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A value, as `helm --set` takes it.")
+@click.option("--namespace", "-n", default="dra-driver-nvidia-gpu", show_default=True)
+@_RELEASE_OPTION
+def install_dra_driver(
+    *,
+    directory: Path,
+    cluster: str,
+    values_files: tuple[Path, ...],
+    sets: tuple[str, ...],
+    namespace: str,
+    release: str,
+) -> None:
+    """Do what `helm install RELEASE dra-driver-nvidia-gpu -n NAMESPACE -f FILE` does in the
+    sandbox cluster NAME: install NVIDIA's DRA driver, or print helm's error and exit 1."""
+    values: dict[str, object] = {}
+    for path in values_files:
+        values = _merged(values, _values_file(path))
+    for assignment in sets:
+        values = _merged(values, _set_value(assignment))
+    body = {"values": values, "namespace": namespace, "release": release}
+    answer = _sandbox_call(directory, cluster, "PUT", body)
+    click.echo(answer["output"])
+
+
+@sandbox.command("uninstall-dra-driver")
+@_DIR_OPTION
+@_CLUSTER_OPTION
+@_RELEASE_OPTION
+def uninstall_dra_driver(directory: Path, cluster: str, release: str) -> None:
+    """Do what `helm uninstall RELEASE` does in the sandbox cluster NAME."""
+    click.echo(_sandbox_call(directory, cluster, "DELETE", None, {"release": release})["output"])
+
+
+def _values_file(path: Path) -> dict[str, object]:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        loaded = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        from provisioner.commands.common import os_error
+
+        os_error("reading the values file", exc)
+    except YAMLError as exc:
+        raise click.ClickException(f"{path}: not YAML: {exc}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise click.ClickException(
+            f"{path}: a values file is a mapping of the chart's values, not a list or a scalar"
+        )
+    return loaded
+
+
+def _set_value(assignment: str) -> dict[str, object]:
+    """`a.b=c` as helm --set reads it: dotted keys nest, the value typed as YAML (true, 3, null)."""
+    from ruamel.yaml import YAML
+
+    key, sep, text = assignment.partition("=")
+    if not sep or not key:
+        raise click.ClickException(
+            f"--set {assignment!r}: expected KEY=VALUE, e.g. gpuResourcesEnabledOverride=true"
+        )
+    value = YAML(typ="safe", pure=True).load(text) if text else ""
+    for part in reversed(key.split(".")):
+        value = {part: value}
+    assert isinstance(value, dict)
+    return value
+
+
+def _merged(base: dict[str, object], extra: dict[str, object]) -> dict[str, object]:
+    """A later values file over an earlier one: maps merge, anything else (null too) replaces."""
+    out = dict(base)
+    for key, value in extra.items():
+        old = out.get(key)
+        out[key] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
+
+
+def _sandbox_call(
+    directory: Path, cluster: str, method: str, body: object, query: dict[str, str] | None = None
+) -> dict[str, object]:
+    """A call to the sandbox's own /sandbox/dra-driver path of `cluster`, through its kubeconfig
+    context (its token and CA); the sandbox's refusal printed as helm prints one, exit 1."""
+    import json
+    import sys
+
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+    from urllib3.exceptions import HTTPError
+
+    kubeconfig = directory / "kubeconfig"
+    if not kubeconfig.exists():
+        raise click.ClickException(
+            f"no sandbox is running in {directory} (no {kubeconfig}): start one with "
+            f"`provisioner sandbox serve --dir {directory} --seed FLEET`"
+        )
+    try:
+        api = config.new_client_from_config(str(kubeconfig), context=cluster)
+    except ConfigException:
+        contexts = ", ".join(c["name"] for c in config.list_kube_config_contexts(str(kubeconfig))[0])
+        raise click.ClickException(f"no cluster {cluster!r} in {kubeconfig}; clusters: {contexts}") from None
+    try:
+        response = api.call_api(
+            "/sandbox/dra-driver",
+            method,
+            query_params=list((query or {}).items()),
+            body=body,
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
+    except client.ApiException as refused:
+        message = json.loads(refused.body or "{}").get("message") or refused.reason
+        click.echo(f"Error: {message}", err=True)
+        sys.exit(1)
+    except HTTPError as exc:
+        raise click.ClickException(f"the sandbox in {directory} does not answer: {exc}") from None
+    return json.loads(response.data)

@@ -346,6 +346,8 @@ def test_eks_mig_label_is_applied_by_the_mig_manager_or_fails(world: World):
         if k.startswith("nvidia.com/") and k != "nvidia.com/mig.config"
     } == {
         "nvidia.com/mig.config.state": "success",
+        "nvidia.com/gpu.present": "true",  # the GPU Operator's own labels
+        "nvidia.com/gpu.deploy.device-plugin": "true",
         "nvidia.com/gpu.count": "56",
         "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
         "nvidia.com/gpu.replicas": "1",

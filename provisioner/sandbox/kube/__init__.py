@@ -37,11 +37,15 @@ class KubeEmulator:
         latency: float = 0.0,
         scan_interval: float = SCAN_INTERVAL,
         scale_down_delay: float = SCALE_DOWN_DELAY,
+        kubernetes_version: str | None = None,
     ):
-        from provisioner.sandbox.kube import responses
+        from provisioner.sandbox.kube import responses, versions
         from provisioner.sandbox.kube.models import KubeClusters
 
-        self.clusters: KubeClusters = KubeClusters(scale_down_delay)
+        # A seeded cluster's own version wins (KubeCluster); this is for seeds that name none.
+        self.clusters: KubeClusters = KubeClusters(
+            scale_down_delay, kubernetes_version or versions.DEFAULT_VERSION
+        )
         self.app: Any = responses.app(engine, self.clusters, latency)
         self.scan_interval = scan_interval
         self._stop = threading.Event()

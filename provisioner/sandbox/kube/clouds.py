@@ -313,7 +313,7 @@ class GkePools:
 
 
 def _gke(partition_size: str, clients: int) -> Callable[..., Advertised]:
-    return lambda hardware, labels, config_map, forced: rules.gke(hardware, partition_size, clients)
+    return lambda hardware, labels, config_map, forced: rules.gke(hardware, partition_size, clients, labels)
 
 
 def _none(hardware: Hardware, labels: dict[str, str], config_map: Any, forced: str | None) -> Advertised:

@@ -4,8 +4,11 @@
 Written from the Kubernetes API reference (API concepts, "Discovery API": APIVersions,
 APIResourceList and APIGroupList; "OpenAPI V3": /openapi/v3 lists one document per group
 version) and trimmed to what this API serves: the core/v1 kinds its routes handle, with the verbs
-they take. It has no API groups, so /apis lists none; kubectl asks for aggregated discovery
-(apidiscovery.k8s.io/v2) first and takes this plain form, as from an older server.
+they take, and on clusters of Kubernetes 1.34 or later the group resource.k8s.io at v1 (its
+preferred and only version here; kubernetes pkg/registry/resource/rest/storage_resource.go serves
+deviceclasses, resourceclaims with resourceclaims/status, resourceclaimtemplates and
+resourceslices). kubectl asks for aggregated discovery (apidiscovery.k8s.io/v2) first and takes
+this plain form, as from an older server.
 """
 
 from __future__ import annotations
@@ -38,53 +41,120 @@ def api_versions(server: str) -> dict[str, Any]:
     }
 
 
-def api_groups() -> dict[str, Any]:
-    """GET /apis: the named groups (APIGroupList); this API serves none."""
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
+# name -> (kind, singular, namespaced, verbs, short names) of resource.k8s.io/v1; the verbs are
+# those urls.py routes (resourceslices are the kubelet plugins' to write: read-only to users here).
+_WRITABLE = ("create", "delete", "get", "list", "patch", "update")
+RESOURCE_V1: dict[str, tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]] = {
+    "deviceclasses": ("DeviceClass", "deviceclass", False, _WRITABLE, ()),
+    "resourceclaims": ("ResourceClaim", "resourceclaim", True, _WRITABLE, ()),
+    "resourceclaims/status": ("ResourceClaim", "", True, ("get", "patch", "update"), ()),
+    "resourceclaimtemplates": ("ResourceClaimTemplate", "resourceclaimtemplate", True, _WRITABLE, ()),
+    "resourceslices": ("ResourceSlice", "resourceslice", False, ("get", "list"), ()),
+}
+RESOURCE_GROUP, RESOURCE_VERSION = "resource.k8s.io", "v1"
+
+
+def _group_entry() -> dict[str, Any]:
+    version = {"groupVersion": f"{RESOURCE_GROUP}/{RESOURCE_VERSION}", "version": RESOURCE_VERSION}
+    return {"name": RESOURCE_GROUP, "versions": [version], "preferredVersion": version}
+
+
+def api_groups(resource_api: bool) -> dict[str, Any]:
+    """GET /apis: the named groups (APIGroupList): resource.k8s.io where the cluster serves it."""
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group_entry()] if resource_api else []}
+
+
+def resource_group() -> dict[str, Any]:
+    """GET /apis/resource.k8s.io (APIGroup)."""
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry()}
+
+
+def resource_resources() -> dict[str, Any]:
+    """GET /apis/resource.k8s.io/v1 (APIResourceList)."""
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{RESOURCE_GROUP}/{RESOURCE_VERSION}",
+        "resources": _listed(RESOURCE_V1),
+    }
 
 
 def core_resources() -> dict[str, Any]:
     """GET /api/v1: its resources (APIResourceList)."""
-    resources = [
+    return {"kind": "APIResourceList", "groupVersion": "v1", "resources": _listed(RESOURCES)}
+
+
+def _listed(
+    table: dict[str, tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]],
+) -> list[dict[str, Any]]:
+    return [
         {
             "name": name,
             "singularName": singular,
             "namespaced": namespaced,
             "kind": kind,
             "verbs": list(verbs),
-            "shortNames": list(short),
+            **({"shortNames": list(short)} if short or "/" not in name else {}),
         }
-        for name, (kind, singular, namespaced, verbs, short) in RESOURCES.items()
+        for name, (kind, singular, namespaced, verbs, short) in table.items()
     ]
-    return {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}
 
 
 OPENAPI_V1_PATH = "/openapi/v3/api/v1"
+OPENAPI_RESOURCE_PATH = "/openapi/v3/apis/resource.k8s.io/v1"
 
 
-def openapi_root(prefix: str) -> dict[str, Any]:
+def openapi_root(prefix: str, resource_api: bool) -> dict[str, Any]:
     """GET /openapi/v3: one document per group version, by its server-relative URL."""
-    return {"paths": {"api/v1": {"serverRelativeURL": f"{prefix}{OPENAPI_V1_PATH}"}}}
+    paths = {"api/v1": {"serverRelativeURL": f"{prefix}{OPENAPI_V1_PATH}"}}
+    if resource_api:
+        paths["apis/resource.k8s.io/v1"] = {"serverRelativeURL": f"{prefix}{OPENAPI_RESOURCE_PATH}"}
+    return {"paths": paths}
 
 
 def openapi_v1() -> dict[str, Any]:
     """GET /openapi/v3/api/v1: the served paths and their operations. kubectl reads it to learn
     whether the server validates fields itself (the `fieldValidation` parameter of PATCH), and then
     leaves validation to it; the schemas are open objects, checked by the API's own rules."""
+    return _openapi("", "v1", "/api/v1", "io.k8s.api.core.v1", operation_prefix="CoreV1", table=RESOURCES)
+
+
+def openapi_resource_v1() -> dict[str, Any]:
+    """GET /openapi/v3/apis/resource.k8s.io/v1, as openapi_v1 for the group's kinds."""
+    table = {name: row for name, row in RESOURCE_V1.items() if "/" not in name}
+    return _openapi(
+        RESOURCE_GROUP,
+        RESOURCE_VERSION,
+        "/apis/resource.k8s.io/v1",
+        "io.k8s.api.resource.v1",
+        operation_prefix="ResourceV1",
+        table=table,
+    )
+
+
+def _openapi(
+    group: str,
+    version: str,
+    root: str,
+    schema_prefix: str,
+    *,
+    operation_prefix: str,
+    table: dict[str, tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]],
+) -> dict[str, Any]:
     field_validation = {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}
     manager = {"name": "fieldManager", "in": "query", "schema": {"type": "string"}}
     paths: dict[str, Any] = {}
-    for name, (kind, _, namespaced, verbs, _) in RESOURCES.items():
-        collection = f"/api/v1/namespaces/{{namespace}}/{name}" if namespaced else f"/api/v1/{name}"
+    for name, (kind, _, namespaced, verbs, _) in table.items():
+        collection = f"{root}/namespaces/{{namespace}}/{name}" if namespaced else f"{root}/{name}"
         item = f"{collection}/{{name}}"
-        ref = {"$ref": f"#/components/schemas/io.k8s.api.core.v1.{kind}"}
+        ref = {"$ref": f"#/components/schemas/{schema_prefix}.{kind}"}
         body = {"content": {"application/json": {"schema": ref}}}
 
         def operation(verb: str, kind: str = kind, body: Any = body, **extra: Any) -> dict[str, Any]:
             return {
-                "operationId": f"{verb}CoreV1{kind}",
+                "operationId": f"{verb}{operation_prefix}{kind}",
                 "x-kubernetes-action": verb,
-                "x-kubernetes-group-version-kind": {"group": "", "version": "v1", "kind": kind},
+                "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": kind},
                 "responses": {"200": body},
                 **extra,
             }
@@ -102,16 +172,16 @@ def openapi_v1() -> dict[str, Any]:
         if "delete" in verbs:
             paths[item]["delete"] = operation("delete")
     schemas = {
-        f"io.k8s.api.core.v1.{kind}": {
+        f"{schema_prefix}.{kind}": {
             "type": "object",
-            "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": kind}],
+            "x-kubernetes-group-version-kind": [{"group": group, "version": version, "kind": kind}],
             "additionalProperties": True,
         }
-        for kind, *_ in RESOURCES.values()
+        for kind, *_ in table.values()
     }
     return {
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes (provisioner sandbox)", "version": "v1"},
+        "info": {"title": "Kubernetes (provisioner sandbox)", "version": version},
         "paths": {path: operations for path, operations in paths.items() if operations},
         "components": {"schemas": schemas},
     }

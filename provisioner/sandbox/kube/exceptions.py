@@ -64,14 +64,20 @@ class Invalid(KubeError):
     status, code = 422, "Invalid"
 
     @classmethod
-    def of(cls, kind: str, name: str, causes: list[tuple[str, str, str]]) -> Invalid:
-        """`causes`: (field, reason such as FieldValueRequired, message)."""
-        text = ", ".join(f"{field}: {message}" for field, _, message in causes)
+    def of(cls, kind: str, name: str, causes: list[tuple[str, str, str]], group: str = "") -> Invalid:
+        """`causes`: (field, reason such as FieldValueRequired, message). `kind` is qualified by
+        `group` in the message (schema.GroupKind.String); several causes print as an aggregate
+        ("[a, b]", utilerrors.aggregate.Error)."""
+        texts = [f"{field}: {message}" for field, _, message in causes]
+        text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
         details = {
-            **_details(kind, name),
+            "name": name,
+            **({"group": group} if group else {}),
+            "kind": kind,
             "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes],
         }
-        return cls(f'{kind} "{name}" is invalid: {text}', details)
+        qualified = f"{kind}.{group}" if group else kind
+        return cls(f'{qualified} "{name}" is invalid: {text}', details)
 
 
 class TooManyRequests(KubeError):

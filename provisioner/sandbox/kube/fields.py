@@ -27,6 +27,7 @@ class Entry:
     operation: str  # Apply | Update
     time: str
     fields: set[Path] = field(default_factory=set)
+    api_version: str = "v1"  # the group version the manager wrote in
 
     def render(self) -> dict[str, Any]:
         tree: dict[str, Any] = {}
@@ -37,7 +38,7 @@ class Entry:
         return {
             "manager": self.manager,
             "operation": self.operation,
-            "apiVersion": "v1",
+            "apiVersion": self.api_version,
             "time": self.time,
             "fieldsType": "FieldsV1",
             "fieldsV1": tree,
@@ -45,38 +46,56 @@ class Entry:
 
     def describe(self) -> str:
         """How a conflict names the manager (apimachinery fieldmanager, printManager)."""
-        return f'"{self.manager}"' if self.operation == "Apply" else f'"{self.manager}" using v1'
+        return (
+            f'"{self.manager}"' if self.operation == "Apply" else f'"{self.manager}" using {self.api_version}'
+        )
 
 
-def leaves(obj: dict[str, Any] | None) -> dict[Path, Any]:
-    """A ConfigMap's managed fields and their values."""
+# A ConfigMap's keyed sections (a field per key) and its atomic fields (one field, whole).
+CONFIG_MAP_SECTIONS, CONFIG_MAP_ATOMIC = ("data", "binaryData"), ("immutable",)
+
+
+def leaves(
+    obj: dict[str, Any] | None,
+    sections: tuple[str, ...] = CONFIG_MAP_SECTIONS,
+    atomic: tuple[str, ...] = CONFIG_MAP_ATOMIC,
+) -> dict[Path, Any]:
+    """An object's managed fields and their values: a field per key of its `sections`, of its
+    labels and annotations, and each of its `atomic` fields whole (a resource.k8s.io spec)."""
     if not obj:
         return {}
     out: dict[Path, Any] = {}
-    for section in ("data", "binaryData"):
+    for section in sections:
         for key, value in (obj.get(section) or {}).items():
             out[(section, key)] = value
     metadata = obj.get("metadata") or {}
     for section in ("labels", "annotations"):
         for key, value in (metadata.get(section) or {}).items():
             out[("metadata", section, key)] = value
-    if "immutable" in obj:
-        out[("immutable",)] = obj["immutable"]
+    for name in atomic:
+        if name in obj:
+            out[(name,)] = obj[name]
     return out
 
 
-def with_leaves(obj: dict[str, Any], values: dict[Path, Any]) -> dict[str, Any]:
+def with_leaves(
+    obj: dict[str, Any],
+    values: dict[Path, Any],
+    sections: tuple[str, ...] = CONFIG_MAP_SECTIONS,
+    atomic: tuple[str, ...] = CONFIG_MAP_ATOMIC,
+) -> dict[str, Any]:
     """`obj` with its managed fields replaced by `values`."""
     out = copy.deepcopy(obj)
     metadata = out.setdefault("metadata", {})
-    for section in ("data", "binaryData"):
+    for section in sections:
         out.pop(section, None)
     for section in ("labels", "annotations"):
         metadata.pop(section, None)
-    out.pop("immutable", None)
-    for path, value in sorted(values.items()):
-        if path == ("immutable",):
-            out["immutable"] = value
+    for name in atomic:
+        out.pop(name, None)
+    for path, value in sorted(values.items(), key=lambda item: item[0]):
+        if len(path) == 1:
+            out[path[0]] = copy.deepcopy(value)
         elif path[0] == "metadata":
             metadata.setdefault(path[1], {})[path[2]] = value
         else:
@@ -84,7 +103,14 @@ def with_leaves(obj: dict[str, Any], values: dict[Path, Any]) -> dict[str, Any]:
     return out
 
 
-def update(entries: list[Entry], before: dict[Path, Any], after: dict[Path, Any], manager: str) -> None:
+def update(
+    entries: list[Entry],
+    before: dict[Path, Any],
+    after: dict[Path, Any],
+    manager: str,
+    *,
+    api_version: str = "v1",
+) -> None:
     """An Update operation: the manager takes the fields it changed from everyone else; fields
     it removed leave every manager's set."""
     changed = {p for p, v in after.items() if before.get(p, object()) != v}
@@ -94,7 +120,7 @@ def update(entries: list[Entry], before: dict[Path, Any], after: dict[Path, Any]
     if changed:
         mine = next((e for e in entries if e.manager == manager and e.operation == "Update"), None)
         if mine is None:
-            mine = Entry(manager, "Update", now())
+            mine = Entry(manager, "Update", now(), api_version=api_version)
             entries.append(mine)
         mine.fields |= changed
         mine.time = now()
@@ -102,7 +128,13 @@ def update(entries: list[Entry], before: dict[Path, Any], after: dict[Path, Any]
 
 
 def apply(
-    entries: list[Entry], before: dict[Path, Any], applied: dict[Path, Any], manager: str, force: bool
+    entries: list[Entry],
+    before: dict[Path, Any],
+    applied: dict[Path, Any],
+    manager: str,
+    force: bool,
+    *,
+    api_version: str = "v1",
 ) -> dict[Path, Any]:
     """An Apply operation, giving the object's fields after it: the manager owns exactly the fields
     it applies; a field another manager owns with a different value is a conflict unless forced
@@ -110,7 +142,7 @@ def apply(
     manager owns them. An entry left with no field is the caller's to drop when it stores."""
     mine = next((e for e in entries if e.manager == manager and e.operation == "Apply"), None)
     if mine is None:
-        mine = Entry(manager, "Apply", now())
+        mine = Entry(manager, "Apply", now(), api_version=api_version)
         entries.append(mine)
     conflicts = [
         (path, other)

@@ -6,6 +6,10 @@ call. It holds the cluster's lock and composes its parts, each one idea:
 - events.py: the events the scheduler and the autoscaler record about pods;
 - autoscaler.py: the cluster autoscaler, scanning from KubeEmulator's thread;
 - configmaps.py: stored ConfigMaps, their field ownership kept by fields.py (server-side apply);
+- resources.py: stored resource.k8s.io/v1 DeviceClasses, ResourceClaims and their templates,
+  served from Kubernetes 1.34 (versions.py: the cluster's version and what it turns on);
+- dra.py: the NVIDIA DRA driver installed by its Helm chart, and the ResourceSlices its kubelet
+  plugin publishes, computed from the nodes;
 - objects.py: what they share, new objects' metadata and the cluster's resourceVersion.
 """
 
@@ -15,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from provisioner.sandbox.kube import dra, versions
 from provisioner.sandbox.kube.autoscaler import ClusterAutoscaler
 from provisioner.sandbox.kube.clouds import ADAPTERS
 from provisioner.sandbox.kube.configmaps import ConfigMaps
@@ -23,6 +28,7 @@ from provisioner.sandbox.kube.exceptions import NotFound
 from provisioner.sandbox.kube.nodes import Nodes
 from provisioner.sandbox.kube.objects import Revisions
 from provisioner.sandbox.kube.pods import Pods
+from provisioner.sandbox.kube.resources import ResourceObjects, slices_matching
 
 if TYPE_CHECKING:
     from provisioner.sandbox import SeededCluster
@@ -34,14 +40,25 @@ class KubeCluster:
     """One fleet cluster's Kubernetes API: nodes from its cloud's pools, stored pods and ConfigMaps.
     Every request holds the cluster's lock while its part answers."""
 
-    def __init__(self, target: SeededCluster, emulator: Any, scale_down_delay: float = 10 * 60):
+    def __init__(
+        self,
+        target: SeededCluster,
+        emulator: Any,
+        scale_down_delay: float = 10 * 60,
+        kubernetes_version: str = versions.DEFAULT_VERSION,
+    ):
         self.name = target.name
         self.ref = target.ref
-        # X.Y.Z, where the sandbox seeded it (server.Seeded); /version reports it
-        self.kubernetes_version: str | None = getattr(target, "kubernetes_version", None)
+        # The seed's own version where it names one (a cloud emulator's cluster), else the default.
+        self.kubernetes_version = versions.normalized(
+            getattr(target, "kubernetes_version", None) or kubernetes_version
+        )
         self.lock = threading.RLock()
         self._revisions = Revisions()
         self._config_maps = ConfigMaps(self._revisions)
+        self.resources = ResourceObjects(self._revisions, self.kubernetes_version)
+        self.dra_driver: dra.Release | None = None  # the DRA driver's Helm release, once installed
+        self._published: dict[str, str] = {}  # node -> when its kubelet plugin first published
         self._nodes = Nodes(
             ADAPTERS[target.ref.cloud](emulator, target.ref), self._config_maps, self._revisions
         )
@@ -78,17 +95,193 @@ class KubeCluster:
                 {ns for ns, _ in self._config_maps.stored}
                 | {ns for ns, _ in self._pods.stored}
                 | {key[0] for key in self._events.stored}
+                | self.resources.namespaces()
             )
 
     def dry_run(self, change: Callable[[], T]) -> T:
-        """What `change` (to ConfigMaps) gives, keeping nothing of it (?dryRun=All)."""
+        """What `change` (to ConfigMaps or resource.k8s.io objects) gives, keeping nothing of it
+        (?dryRun=All)."""
         with self.lock:
             saved, version = self._config_maps.saved(), self._revisions.current
+            resources = self.resources.saved()
             try:
                 return change()
             finally:
                 self._config_maps.restore(saved)
+                self.resources.restore(resources)
                 self._revisions.current = version
+
+    # resource.k8s.io/v1 (DRA): served from 1.34, as the group is GA there
+
+    @property
+    def serves_resource_api(self) -> bool:
+        return versions.serves_resource_v1(self.kubernetes_version)
+
+    def list_resources(
+        self,
+        resource: str,
+        namespace: str | None,
+        label_selector_text: str = "",
+        field_selector_text: str = "",
+    ) -> list[dict[str, Any]]:
+        with self.lock:
+            return self.resources.matching(resource, namespace, label_selector_text, field_selector_text)
+
+    def get_resource(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.get(resource, namespace, name)
+
+    def has_resource(self, resource: str, namespace: str, name: str) -> bool:
+        with self.lock:
+            return self.resources.exists(resource, namespace, name)
+
+    def create_resource(
+        self, resource: str, namespace: str, body: dict[str, Any], manager: str
+    ) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.create(resource, namespace, body, manager)
+
+    def replace_resource(
+        self, resource: str, namespace: str, name: str, body: dict[str, Any], manager: str
+    ) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.replace(resource, namespace, name, body, manager)
+
+    def merge_patch_resource(
+        self, resource: str, namespace: str, name: str, patch: dict[str, Any], manager: str
+    ) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.merge_patch(resource, namespace, name, patch, manager)
+
+    def apply_resource(
+        self, resource: str, namespace: str, name: str, body: dict[str, Any], manager: str, *, force: bool
+    ) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.apply(resource, namespace, name, body, manager, force=force)
+
+    def delete_resource(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.delete(resource, namespace, name)
+
+    def replace_claim_status(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.replace_status(namespace, name, body)
+
+    def merge_patch_claim_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            return self.resources.merge_patch_status(namespace, name, patch)
+
+    def update_claim_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Write a claim's status as the scheduler does when it allocates (dra-claims' allocator)."""
+        with self.lock:
+            return self.resources.update_status(namespace, name, status)
+
+    def resource_slices(self) -> list[dict[str, Any]]:
+        """Every ResourceSlice the DRA kubelet plugins publish now, sorted by name (for the scheduler)."""
+        with self.lock:
+            release = self.dra_driver
+            if release is None or not release.gpus:
+                return []
+            found = []
+            for name, node in sorted(self._nodes.all().items()):
+                gpus = self._nodes.gpus.get(name)
+                if gpus is None or not dra.placement(release, node, gpus, self.ref.cloud).running:
+                    continue
+                published = self._published.setdefault(
+                    name, max(release.installed, node["metadata"]["creationTimestamp"])
+                )
+                made = dra.resource_slice(node, gpus, published)
+                if made is not None:
+                    found.append(made)
+            return sorted(found, key=lambda s: s["metadata"]["name"])
+
+    # The DRA driver, as `helm install` / `helm uninstall` of its chart would do it
+
+    def install_dra_driver(
+        self, values: dict[str, Any], namespace: str = dra.NAMESPACE, name: str = dra.RELEASE
+    ) -> dra.Release:
+        """Install the chart with `values` (a values file's mapping); dra.ChartError, with
+        nothing installed, where helm would fail."""
+        with self.lock:
+            if self.dra_driver is not None:
+                raise dra.ChartError("INSTALLATION FAILED: cannot re-use a name that is still in use")
+            release = dra.render(values, self.kubernetes_version, namespace, name)
+            classes = release.device_classes()
+            for body in classes:
+                self._check_adoptable(body["metadata"]["name"], release)
+            for body in classes:
+                existing = self.resources.exists("deviceclasses", "", body["metadata"]["name"])
+                if existing:
+                    self.resources.replace("deviceclasses", "", body["metadata"]["name"], body, "helm")
+                else:
+                    self.resources.create("deviceclasses", "", body, "helm")
+            self.dra_driver = release
+            self._published.clear()
+            return release
+
+    def uninstall_dra_driver(self, name: str = dra.RELEASE) -> str:
+        """`helm uninstall NAME`: the release's DeviceClasses go with it."""
+        with self.lock:
+            release = self.dra_driver
+            if release is None or release.name != name:
+                raise dra.ChartError(f"uninstall: Release not loaded: {name}: release: not found")
+            for body in release.device_classes():
+                if self.resources.exists("deviceclasses", "", body["metadata"]["name"]):
+                    self.resources.delete("deviceclasses", "", body["metadata"]["name"])
+            self.dra_driver = None
+            self._published.clear()
+            return f'release "{name}" uninstalled'
+
+    def dra_plugin_pods(self) -> dict[str, dra.PluginOnNode]:
+        """Per node, the kubelet plugin DaemonSet's pod: scheduled there, and running."""
+        with self.lock:
+            release = self.dra_driver
+            if release is None:
+                return {}
+            return {
+                name: dra.placement(release, node, self._nodes.gpus.get(name), self.ref.cloud)
+                for name, node in sorted(self._nodes.all().items())
+            }
+
+    def _check_adoptable(self, class_name: str, release: dra.Release) -> None:
+        """helm's ownership check: an existing object it would create must carry its release's
+        labels and annotations (pkg/action/validate.go existingResourceConflict)."""
+        if not self.resources.exists("deviceclasses", "", class_name):
+            return
+        metadata = self.resources.get("deviceclasses", "", class_name)["metadata"]
+        labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
+        problems = []
+        if labels.get("app.kubernetes.io/managed-by") != "Helm":
+            problems.append(
+                'label validation error: missing key "app.kubernetes.io/managed-by": must be set to "Helm"'
+            )
+        for key, wanted in (
+            ("meta.helm.sh/release-name", release.name),
+            ("meta.helm.sh/release-namespace", release.namespace),
+        ):
+            if annotations.get(key) != wanted:
+                problems.append(
+                    f'annotation validation error: missing key "{key}": must be set to "{wanted}"'
+                )
+        if problems:
+            raise dra.ChartError(
+                "INSTALLATION FAILED: Unable to continue with install: "
+                f'DeviceClass "{class_name}" in namespace "" exists and cannot be imported into the '
+                "current release: invalid ownership metadata; " + "; ".join(problems)
+            )
+
+    def list_resource_slices(
+        self, label_selector_text: str = "", field_selector_text: str = ""
+    ) -> list[dict[str, Any]]:
+        with self.lock:
+            return slices_matching(self.resource_slices(), label_selector_text, field_selector_text)
+
+    def resource_slice(self, name: str) -> dict[str, Any]:
+        with self.lock:
+            found = next((s for s in self.resource_slices() if s["metadata"]["name"] == name), None)
+            if found is None:
+                raise NotFound.of("resourceslices.resource.k8s.io", name)
+            return found
 
     # Nodes
 
@@ -115,6 +308,11 @@ class KubeCluster:
         """Make the MIG manager report `state` for `node` (it then leaves the GPUs whole)."""
         with self.lock:
             self._nodes.fail_mig(node, state)
+
+    def strand_mig(self, node: str) -> None:
+        """Leave `node`'s GPUs in MIG mode with no MIG partitions."""
+        with self.lock:
+            self._nodes.strand_mig(node)
 
     def set_capacity(self, node: str, resource: str, quantity: int | str) -> None:
         """Make `node` advertise `quantity` of `resource` (a device plugin that lost devices, a
@@ -201,13 +399,18 @@ class KubeCluster:
 class KubeClusters:
     """Every fleet cluster's API, by the fleet's name for it."""
 
-    def __init__(self, scale_down_delay: float = 10 * 60) -> None:
+    def __init__(
+        self, scale_down_delay: float = 10 * 60, kubernetes_version: str = versions.DEFAULT_VERSION
+    ) -> None:
         self.clusters: dict[str, KubeCluster] = {}
         self.scale_down_delay = scale_down_delay
+        self.kubernetes_version = kubernetes_version  # for a seed that names none
 
     def add(self, target: SeededCluster, emulator: Any) -> KubeCluster:
         if target.name not in self.clusters:
-            self.clusters[target.name] = KubeCluster(target, emulator, self.scale_down_delay)
+            self.clusters[target.name] = KubeCluster(
+                target, emulator, self.scale_down_delay, self.kubernetes_version
+            )
         return self.clusters[target.name]
 
     def __getitem__(self, name: str) -> KubeCluster:

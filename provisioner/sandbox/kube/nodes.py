@@ -30,6 +30,15 @@ from provisioner.sandbox.kube.selectors import label_selector
 MAX_PODS = 110
 
 
+@dataclass(frozen=True)
+class NodeGpus:
+    """A node's GPUs as NVML shows them to a DRA kubelet plugin: which, how many, MIG state."""
+
+    hardware: rules.Hardware
+    mig_mode: bool
+    mig_profile: str | None
+
+
 @dataclass
 class NodeEdits:
     """What was changed on one node through the API (kubectl label / taint / annotate / cordon),
@@ -40,6 +49,7 @@ class NodeEdits:
     annotations: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     mig_state: str | None = None  # what the MIG manager reports, forced (test helper)
+    mig_stranded: bool = False  # MIG mode on and no partitions (test helper)
     capacity: dict[str, str] = field(default_factory=dict)  # resource -> quantity, forced (test helper)
 
     def apply_labels(self, labels: dict[str, str]) -> dict[str, str]:
@@ -69,6 +79,7 @@ class Nodes:
         self._slots: dict[str, int] = {}
         self._seen: dict[str, tuple[str, str]] = {}  # node -> (uid, creationTimestamp)
         self.booting: dict[str, float] = {}  # node the cloud counts, not yet joined -> when it was asked for
+        self.gpus: dict[str, NodeGpus] = {}  # GPU node -> its GPUs, as of the last `all`
 
     def all(self) -> dict[str, dict[str, Any]]:
         """Every node now, by name, as the API shows it."""
@@ -76,6 +87,7 @@ class Nodes:
             (rules.DEVICE_PLUGIN_NAMESPACE, rules.DEVICE_PLUGIN_CONFIG_MAP)
         )
         nodes: dict[str, dict[str, Any]] = {}
+        self.gpus = {}
         for pool in self.pools():
             for index, name in enumerate(pool.node_names):
                 nodes[name] = self._node(pool, index, name, config_map)
@@ -138,6 +150,12 @@ class Nodes:
         self.get(node)
         self.edits.setdefault(node, NodeEdits()).mig_state = state
 
+    def strand_mig(self, node: str) -> None:
+        """Leave `node`'s GPUs in MIG mode with no partitions (a MIG config that enabled MIG and
+        created none): the device plugin finds no MIG devices, the DRA driver nothing to publish."""
+        self.get(node)
+        self.edits.setdefault(node, NodeEdits()).mig_stranded = True
+
     def set_capacity(self, node: str, resource: str, quantity: int | str) -> None:
         """Make `node` advertise `quantity` of `resource` (a device plugin that lost devices, a
         kubelet with fewer pods)."""
@@ -175,6 +193,10 @@ class Nodes:
         advertised = rules.Advertised()
         if pool.hardware is not None:
             advertised = pool.advertise(pool.hardware, labels, config_map, edits.mig_state)
+            if edits.mig_stranded:
+                advertised.mig_mode, advertised.mig_profile = True, None
+                advertised.resources = dict.fromkeys(advertised.resources, 0)
+            self.gpus[name] = NodeGpus(pool.hardware, advertised.mig_mode, advertised.mig_profile)
         labels.update(advertised.labels)  # the GPU stack's agents write theirs over anything else
         capacity = {"pods": str(MAX_PODS), **{k: str(v) for k, v in advertised.resources.items()}}
         capacity.update(edits.capacity)

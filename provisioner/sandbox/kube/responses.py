@@ -11,7 +11,7 @@ from ruamel.yaml.error import YAMLError
 from werkzeug.wrappers import Request, Response
 
 from provisioner.sandbox.engine import Engine
-from provisioner.sandbox.kube import discovery, tables
+from provisioner.sandbox.kube import discovery, dra, tables, versions
 from provisioner.sandbox.kube.exceptions import (
     BadRequest,
     KubeError,
@@ -22,8 +22,8 @@ from provisioner.sandbox.kube.exceptions import (
     UnsupportedMediaType,
 )
 from provisioner.sandbox.kube.models import KubeCluster, KubeClusters
+from provisioner.sandbox.kube.resources import GROUP_VERSION, KINDS
 from provisioner.sandbox.kube.urls import ROUTES
-from provisioner.sandbox.versions import DEFAULT_KUBERNETES_VERSION, parse_release
 from provisioner.sandbox.wire import (
     ApiError,
     EmulatorApp,
@@ -36,15 +36,7 @@ from provisioner.sandbox.wire import (
 TOKEN = "sandbox"  # the static bearer token DIR/kubeconfig gives every user
 APPLY = "application/apply-patch+yaml"
 MERGE_PATCHES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
-# What /version answers (version.Info) besides the release: the cluster's, as its cloud reports it.
-VERSION = {
-    "gitCommit": "sandbox",
-    "gitTreeState": "clean",
-    "buildDate": "2026-01-01T00:00:00Z",
-    "goVersion": "go1.25.5",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
+NO_RESOURCE = "the server could not find the requested resource"
 
 
 def app(engine: Engine, clusters: KubeClusters, latency: float = 0.0) -> EmulatorApp:
@@ -56,7 +48,7 @@ def app(engine: Engine, clusters: KubeClusters, latency: float = 0.0) -> Emulato
         render_error=render_error,
         errors=WireErrors(
             malformed=BadRequest,
-            no_route=lambda what: NotFound("the server could not find the requested resource", {}),
+            no_route=lambda what: NotFound(NO_RESOURCE, {}),
             faults={
                 429: lambda: TooManyRequests("Too many requests, please try again later.", {}),
                 503: lambda: ServiceUnavailable("the server is currently unable to handle the request", {}),
@@ -93,7 +85,11 @@ def _one(kind: str, cluster: KubeCluster, item: dict[str, Any], request: Request
 
 
 def _list(
-    kind: str, cluster: KubeCluster, items: list[dict[str, Any]], request: Request | None = None
+    kind: str,
+    cluster: KubeCluster,
+    items: list[dict[str, Any]],
+    request: Request | None = None,
+    api_version: str = "v1",
 ) -> Response:
     """A `<Kind>List`, or the Table kubectl asks for where this API prints the kind."""
     if request is not None and tables.wants_table(request.headers.get("Accept", "")):
@@ -103,11 +99,22 @@ def _list(
     return json_response(
         {
             "kind": f"{kind}List",
-            "apiVersion": "v1",
+            "apiVersion": api_version,
             "metadata": {"resourceVersion": cluster.version},
             "items": items,
         }
     )
+
+
+def _release(release: dra.Release) -> dict[str, Any]:
+    return {"release": release.name, "namespace": release.namespace, "values": release.values}
+
+
+def _served(cluster: KubeCluster) -> bool:
+    """resource.k8s.io/v1 exists from 1.34 (GA there): on an older cluster its paths are unknown."""
+    if not cluster.serves_resource_api:
+        raise NotFound(NO_RESOURCE, {})
+    return True
 
 
 def _field_manager(request: Request) -> str:
@@ -143,16 +150,7 @@ class KubeHandlers:
         return check_then_handle
 
     def version(self, request: Request, cluster: KubeCluster) -> Response:
-        seeded = cluster.kubernetes_version or DEFAULT_KUBERNETES_VERSION
-        release = parse_release(seeded).with_default_patch(0)
-        return json_response(
-            {
-                "major": str(release.major),
-                "minor": str(release.minor),
-                "gitVersion": f"v{release}",
-                **VERSION,
-            }
-        )
+        return json_response(versions.version_info(cluster.kubernetes_version))
 
     # Discovery, as kubectl reads it before any request
 
@@ -160,17 +158,26 @@ class KubeHandlers:
         return json_response(discovery.api_versions(request.host))
 
     def api_groups(self, request: Request, cluster: KubeCluster) -> Response:
-        return json_response(discovery.api_groups())
+        return json_response(discovery.api_groups(cluster.serves_resource_api))
 
     def core_resources(self, request: Request, cluster: KubeCluster) -> Response:
         return json_response(discovery.core_resources())
 
     def openapi_root(self, request: Request, cluster: KubeCluster) -> Response:
         prefix = request.path.removesuffix("/openapi/v3")
-        return json_response(discovery.openapi_root(prefix))
+        return json_response(discovery.openapi_root(prefix, cluster.serves_resource_api))
 
     def openapi_v1(self, request: Request, cluster: KubeCluster) -> Response:
         return json_response(discovery.openapi_v1())
+
+    def resource_group(self, request: Request, cluster: KubeCluster) -> Response:
+        return json_response(discovery.resource_group() if _served(cluster) else {})
+
+    def resource_resources(self, request: Request, cluster: KubeCluster) -> Response:
+        return json_response(discovery.resource_resources() if _served(cluster) else {})
+
+    def openapi_resource_v1(self, request: Request, cluster: KubeCluster) -> Response:
+        return json_response(discovery.openapi_resource_v1() if _served(cluster) else {})
 
     def list_namespaces(self, request: Request, cluster: KubeCluster) -> Response:
         """The namespaces something is in (every name is one: see get_namespace)."""
@@ -300,6 +307,145 @@ class KubeHandlers:
         self, request: Request, cluster: KubeCluster, namespace: str, name: str
     ) -> Response:
         return json_response(cluster.delete_config_map(namespace, name))
+
+    # resource.k8s.io/v1: DeviceClasses, ResourceClaims (with status), ResourceClaimTemplates
+
+    def list_resources(
+        self, request: Request, cluster: KubeCluster, resource: str, namespace: str | None = None
+    ) -> Response:
+        _served(cluster)
+        found = cluster.list_resources(
+            resource, namespace, request.args.get("labelSelector", ""), request.args.get("fieldSelector", "")
+        )
+        return _list(KINDS[resource].kind, cluster, found, request, GROUP_VERSION)
+
+    def get_resource(
+        self, request: Request, cluster: KubeCluster, resource: str, name: str, namespace: str = ""
+    ) -> Response:
+        _served(cluster)
+        return _one(KINDS[resource].kind, cluster, cluster.get_resource(resource, namespace, name), request)
+
+    def create_resource(
+        self, request: Request, cluster: KubeCluster, resource: str, namespace: str = ""
+    ) -> Response:
+        _served(cluster)
+        body, manager = request_json(request), _field_manager(request)
+        created = self._maybe_dry(
+            request, cluster, lambda: cluster.create_resource(resource, namespace, body, manager)
+        )
+        return json_response(created, 201)
+
+    def replace_resource(
+        self, request: Request, cluster: KubeCluster, resource: str, name: str, namespace: str = ""
+    ) -> Response:
+        _served(cluster)
+        body, manager = request_json(request), _field_manager(request)
+        return json_response(
+            self._maybe_dry(
+                request, cluster, lambda: cluster.replace_resource(resource, namespace, name, body, manager)
+            )
+        )
+
+    def patch_resource(
+        self, request: Request, cluster: KubeCluster, resource: str, name: str, namespace: str = ""
+    ) -> Response:
+        _served(cluster)
+        body = _body(request)
+        if request.mimetype == APPLY:
+            manager = request.args.get("fieldManager")
+            if not manager:
+                raise BadRequest("PATCH with an apply patch requires the fieldManager query parameter")
+            force = request.args.get("force", "false").lower() == "true"
+            created = not cluster.has_resource(resource, namespace, name)
+            result = self._maybe_dry(
+                request,
+                cluster,
+                lambda: cluster.apply_resource(resource, namespace, name, body, manager, force=force),
+            )
+            return json_response(result, 201 if created else 200)
+        if request.mimetype in MERGE_PATCHES:
+            manager = _field_manager(request)
+            return json_response(
+                self._maybe_dry(
+                    request,
+                    cluster,
+                    lambda: cluster.merge_patch_resource(resource, namespace, name, body, manager),
+                )
+            )
+        raise UnsupportedMediaType(
+            f"{resource} take {APPLY}, {' or '.join(MERGE_PATCHES)}, not {request.mimetype}", {}
+        )
+
+    def delete_resource(
+        self, request: Request, cluster: KubeCluster, resource: str, name: str, namespace: str = ""
+    ) -> Response:
+        _served(cluster)
+        return json_response(cluster.delete_resource(resource, namespace, name))
+
+    def get_claim_status(self, request: Request, cluster: KubeCluster, namespace: str, name: str) -> Response:
+        _served(cluster)
+        return json_response(cluster.get_resource("resourceclaims", namespace, name))
+
+    def replace_claim_status(
+        self, request: Request, cluster: KubeCluster, namespace: str, name: str
+    ) -> Response:
+        _served(cluster)
+        return json_response(cluster.replace_claim_status(namespace, name, request_json(request)))
+
+    def patch_claim_status(
+        self, request: Request, cluster: KubeCluster, namespace: str, name: str
+    ) -> Response:
+        """The scheduler's status write: a merge patch, or an apply patch of the status."""
+        _served(cluster)
+        if request.mimetype not in (*MERGE_PATCHES, APPLY):
+            raise UnsupportedMediaType(
+                f"resourceclaims/status take {APPLY}, {' or '.join(MERGE_PATCHES)}, not {request.mimetype}",
+                {},
+            )
+        return json_response(cluster.merge_patch_claim_status(namespace, name, _body(request)))
+
+    # ResourceSlices: what the DRA kubelet plugins publish, read-only to users
+
+    def list_resource_slices(self, request: Request, cluster: KubeCluster) -> Response:
+        _served(cluster)
+        found = cluster.list_resource_slices(
+            request.args.get("labelSelector", ""), request.args.get("fieldSelector", "")
+        )
+        return _list("ResourceSlice", cluster, found, request, GROUP_VERSION)
+
+    def get_resource_slice(self, request: Request, cluster: KubeCluster, name: str) -> Response:
+        _served(cluster)
+        return _one("ResourceSlice", cluster, cluster.resource_slice(name), request)
+
+    # The sandbox's own: what `helm install|uninstall dra-driver-nvidia-gpu` does (sandbox commands)
+
+    def get_dra_driver(self, request: Request, cluster: KubeCluster) -> Response:
+        release = cluster.dra_driver
+        if release is None:
+            raise NotFound("no DRA driver release is installed in this cluster", {})
+        pods = {
+            node: {"scheduled": pod.scheduled, "running": pod.running, "message": pod.message}
+            for node, pod in cluster.dra_plugin_pods().items()
+        }
+        return json_response(_release(release) | {"featureGates": release.feature_gates, "nodes": pods})
+
+    def install_dra_driver(self, request: Request, cluster: KubeCluster) -> Response:
+        """Body: {"values": {...}, "namespace": "...", "release": "..."}; helm's error as a 400."""
+        body = request_json(request)
+        values = body.get("values") or {}
+        namespace = str(body.get("namespace") or dra.NAMESPACE)
+        try:
+            release = cluster.install_dra_driver(values, namespace, str(body.get("release") or dra.RELEASE))
+        except dra.ChartError as refused:
+            raise BadRequest(str(refused)) from None
+        return json_response(_release(release) | {"output": release.describe()}, 201)
+
+    def uninstall_dra_driver(self, request: Request, cluster: KubeCluster) -> Response:
+        try:
+            done = cluster.uninstall_dra_driver(request.args.get("release") or dra.RELEASE)
+        except dra.ChartError as refused:
+            raise NotFound(str(refused), {}) from None
+        return json_response({"output": done})
 
     @staticmethod
     def _maybe_dry(request: Request, cluster: KubeCluster, change: Any) -> dict[str, Any]:

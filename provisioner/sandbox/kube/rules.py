@@ -128,10 +128,20 @@ class Hardware:
 @dataclass
 class Advertised:
     """What a node shows: its extended resources (capacity = allocatable) and the labels the GPU
-    stack's own agents (GPU feature discovery, the MIG manager) write on it."""
+    stack's own agents (GPU feature discovery, the MIG manager) write on it; and the GPUs' MIG
+    state as NVML reports it to whatever else reads the GPUs (the DRA kubelet plugin, dra.py):
+    MIG mode on, and the profile its GPUs are partitioned into (None: no partitions)."""
 
     resources: dict[str, int] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    mig_mode: bool = False
+    mig_profile: str | None = None
+
+    def partitioned(self, gpu: str, profile: str | None) -> Advertised:
+        """This, with the GPUs in MIG mode and partitioned into `profile`, where the GPU has it."""
+        if profile and mig_instances(gpu, profile) is not None:
+            self.mig_mode, self.mig_profile = True, profile
+        return self
 
 
 def mig_instances(gpu: str, profile: str) -> int | None:
@@ -158,6 +168,12 @@ def profile_by_gi(gpu: str, gi: int) -> str | None:
 # reports nvidia.com/mig.config.state = success | failed; configs all-<profile>, all-disabled).
 # A label naming a key the ConfigMap lacks is silently ignored: the plugin runs unshared
 # (NVIDIA/gpu-operator issues 1144, 412; k8s-device-plugin 364, 732).
+# The operator labels each GPU node nvidia.com/gpu.present=true and sets each operand's deploy
+# label, nvidia.com/gpu.deploy.<operand>, to "true" only where it is missing or empty, keeping any
+# other value (gpu-operator controllers/state_manager.go addGPUStateLabels, L469-492); the device
+# plugin's DaemonSet selects nvidia.com/gpu.deploy.device-plugin: "true" (assets/state-device-
+# plugin/0500_daemonset.yaml L19-20). So a node labelled "false" runs no device plugin: no
+# nvidia.com/gpu (how a DRA pool's nodes leave their GPUs to the DRA driver on AKS and EKS).
 
 DEVICE_PLUGIN_NAMESPACE = "gpu-operator"
 DEVICE_PLUGIN_CONFIG_MAP = "nvidia-device-plugin-configs"
@@ -166,6 +182,8 @@ DEFAULT_CONFIG_KEY = "default"  # devicePlugin.config.default, as the tool's ren
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_DISABLED = "all-disabled"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+DEPLOY_DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 # The operator's mig.strategy (chart default single) reaches the plugin as MIG_STRATEGY, which
 # takes precedence over the config file's flags (device-plugin README, configuration options).
 OPERATOR_MIG_STRATEGY = "single"
@@ -186,6 +204,9 @@ def device_plugin(
     the GPUs into itself (AKS); `mig_manager`: whether the operator's MIG manager partitions them
     from the node label instead (EKS)."""
     out = Advertised()
+    out.labels[GPU_PRESENT_LABEL] = "true"
+    out.labels[DEPLOY_DEVICE_PLUGIN_LABEL] = labels.get(DEPLOY_DEVICE_PLUGIN_LABEL) or "true"
+    plugin_runs = out.labels[DEPLOY_DEVICE_PLUGIN_LABEL] == "true"
     profile = cloud_mig_profile
     if mig_manager and MIG_CONFIG_LABEL in labels:
         wanted = labels[MIG_CONFIG_LABEL]
@@ -196,6 +217,7 @@ def device_plugin(
         out.labels[MIG_STATE_LABEL] = state
         profile = wanted[4:] if state == "success" and wanted != MIG_DISABLED else None
     instances = mig_instances(hardware.gpu, profile) if profile else None
+    out.partitioned(hardware.gpu, profile)
     devices = hardware.count * (instances or 1)
     product = f"{hardware.product}-MIG-{profile}" if instances else hardware.product
 
@@ -203,7 +225,8 @@ def device_plugin(
     if sharing is _BROKEN or (sharing is not None and sharing[0] == "mps" and instances):
         return out  # the plugin fails to start: the node advertises no GPUs at all
     strategy, replicas, resource = sharing or ("none", 1, GPU)
-    out.resources[resource] = devices * replicas
+    if plugin_runs:
+        out.resources[resource] = devices * replicas
     out.labels.update(
         {
             "nvidia.com/gpu.count": str(devices),
@@ -257,12 +280,22 @@ def _sharing_of(text: str) -> tuple[str, int, str] | None:
 # GKE partitions and shares GPUs itself, from the node pool's accelerator config, and its own
 # device plugin advertises nvidia.com/gpu = GPUs x partitions per GPU x clients per partition
 # (cloud.google.com/kubernetes-engine/docs/how-to/gpus-multi, timesharing-gpus, nvidia-mps-gpus).
-# No ConfigMap and no node label steers it: a label changed with kubectl changes nothing here.
+# No ConfigMap steers it, and no node label but one: GKE's device plugin does not run on a node
+# labelled gke-no-default-nvidia-gpu-device-plugin=true (GKE "Prepare GKE infrastructure for DRA
+# workloads", docs.cloud.google.com/kubernetes-engine/docs/how-to/set-up-dra), which then
+# advertises no nvidia.com/gpu: its GPUs are the DRA driver's.
+
+GKE_NO_DEVICE_PLUGIN_LABEL = "gke-no-default-nvidia-gpu-device-plugin"
 
 
-def gke(hardware: Hardware, partition_size: str, max_shared_clients: int) -> Advertised:
+def gke(
+    hardware: Hardware, partition_size: str, max_shared_clients: int, labels: Mapping[str, str] | None = None
+) -> Advertised:
     partitions = (mig_instances(hardware.gpu, partition_size) or 1) if partition_size else 1
-    return Advertised({GPU: hardware.count * partitions * max(max_shared_clients, 1)})
+    out = Advertised().partitioned(hardware.gpu, partition_size)
+    if (labels or {}).get(GKE_NO_DEVICE_PLUGIN_LABEL) != "true":
+        out.resources[GPU] = hardware.count * partitions * max(max_shared_clients, 1)
+    return out
 
 
 # --- ACK ---------------------------------------------------------------------------------------
@@ -271,14 +304,19 @@ def gke(hardware: Hardware, partition_size: str, max_shared_clients: int) -> Adv
 # enabling GPU scheduling policies", alibabacloud.com/help doc-detail/191140): share, cgpu and
 # core_mem advertise aliyun.com/gpu-mem (GiB) and aliyun.com/gpu-count, core_mem also
 # aliyun.com/gpu-core.percentage (100 per GPU); enabling one mode sets the other modes' resources
-# to 0; default (or no label) advertises whole GPUs as nvidia.com/gpu.
+# to 0; default (or no label) advertises whole GPUs as nvidia.com/gpu; disabled turns ACK's GPU
+# scheduling off on the node: its device plugin reports nothing, neither nvidia.com/gpu nor
+# aliyun.com/* (ACK "Schedule GPUs using DRA": the label for a DRA node pool).
 
 ACK_MODE_LABEL = "ack.node.gpu.schedule"
 ACK_SHARED_MODES = {"share": False, "cgpu": False, "core_mem": True}  # mode -> compute isolated
+ACK_DISABLED = "disabled"
 
 
 def ack(hardware: Hardware, labels: Mapping[str, str]) -> Advertised:
     mode = labels.get(ACK_MODE_LABEL, "default")
+    if mode == ACK_DISABLED:
+        return Advertised()
     if mode not in ACK_SHARED_MODES:
         return Advertised({GPU: hardware.count})
     resources = {

@@ -104,3 +104,45 @@ def fit_error(per_node: Mapping[str, list[str]]) -> str:
 def _resources_only(reasons: list[str]) -> bool:
     """Only resources are short: evicting pods could help, were there any of lower priority."""
     return all(r.startswith("Insufficient ") or r == "Too many pods" for r in reasons)
+
+
+def matches_node_affinity(affinity: Mapping[str, Any] | None, node: Mapping[str, Any]) -> bool:
+    """Whether `node` satisfies `affinity`'s requiredDuringSchedulingIgnoredDuringExecution (v1
+    NodeSelector: its terms ORed, each term's matchExpressions on labels and matchFields on
+    metadata.name ANDed; operators In, NotIn, Exists, DoesNotExist, Gt, Lt: k8s.io/component-
+    helpers scheduling/corev1/nodeaffinity). No affinity, or no required part, matches every node."""
+    required = ((affinity or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if not required:
+        return True
+    metadata = node.get("metadata") or {}
+    labels, fields = metadata.get("labels") or {}, {"metadata.name": metadata.get("name", "")}
+    terms = required.get("nodeSelectorTerms") or []
+    return any(
+        (term.get("matchExpressions") or term.get("matchFields"))
+        and all(_requirement(r, labels) for r in term.get("matchExpressions") or [])
+        and all(_requirement(r, fields) for r in term.get("matchFields") or [])
+        for term in terms
+    )
+
+
+def _requirement(requirement: Mapping[str, Any], values: Mapping[str, str]) -> bool:
+    key, operator = requirement.get("key", ""), requirement.get("operator", "")
+    wanted = [str(v) for v in requirement.get("values") or []]
+    present, value = key in values, values.get(key)
+    if operator == "In":
+        return present and value in wanted
+    if operator == "NotIn":
+        return not present or value not in wanted
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and len(wanted) == 1:
+        try:
+            number, bound = int(str(value)), int(wanted[0])
+        except ValueError:
+            return False
+        return number > bound if operator == "Gt" else number < bound
+    return False

@@ -1,7 +1,9 @@
 """Lists and objects as the `Table` kubectl asks for (Accept: application/json;as=Table;
 g=meta.k8s.io;v=v1): the columns the API server's printers give each kind (kubernetes
 pkg/printers/internalversion printers.go: nodes NAME STATUS ROLES AGE VERSION, pods NAME READY
-STATUS RESTARTS AGE, configmaps NAME DATA AGE, events LAST SEEN TYPE REASON OBJECT MESSAGE), each
+STATUS RESTARTS AGE, configmaps NAME DATA AGE, events LAST SEEN TYPE REASON OBJECT MESSAGE;
+deviceclasses and resourceclaimtemplates NAME AGE, resourceclaims NAME STATE AGE with STATE from
+resourceClaimState, resourceslices NAME NODE DRIVER POOL AGE), each
 row with its object's metadata (PartialObjectMetadata), so that kubectl's own columns (-L label)
 read from it. Kinds without printers here answer their plain lists."""
 
@@ -64,6 +66,26 @@ def _event(item: dict[str, Any]) -> list[Any]:
     return [_age(seen), item.get("type", ""), item.get("reason", ""), obj, item.get("message", "")]
 
 
+def _claim_state(item: dict[str, Any]) -> str:
+    """resourceClaimState: deleted, then pending or allocated (and reserved), joined with ","."""
+    states = ["deleted"] if item.get("metadata", {}).get("deletionTimestamp") else []
+    status = item.get("status") or {}
+    if not status.get("allocation"):
+        if not states:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if status.get("reservedFor"):
+            states.append("reserved")
+    return ",".join(states)
+
+
+def _resource_slice(item: dict[str, Any]) -> list[Any]:
+    spec = item.get("spec") or {}
+    pool = (spec.get("pool") or {}).get("name", "")
+    return [item["metadata"]["name"], spec.get("nodeName", ""), spec.get("driver", ""), pool, _age(item)]
+
+
 def _columns(*names: str) -> list[dict[str, Any]]:
     """Column definitions: a name column, then the others; the counts are integers."""
     kinds = {"Restarts": "integer", "Data": "integer"}
@@ -76,6 +98,13 @@ COLUMNS: dict[str, tuple[list[dict[str, Any]], Callable[[dict[str, Any]], list[A
     "Node": (_columns("Status", "Roles", "Age", "Version"), _node),
     "Pod": (_columns("Ready", "Status", "Restarts", "Age"), _pod),
     "ConfigMap": (_columns("Data", "Age"), _config_map),
+    "DeviceClass": (_columns("Age"), lambda item: [item["metadata"]["name"], _age(item)]),
+    "ResourceClaimTemplate": (_columns("Age"), lambda item: [item["metadata"]["name"], _age(item)]),
+    "ResourceClaim": (
+        _columns("State", "Age"),
+        lambda item: [item["metadata"]["name"], _claim_state(item), _age(item)],
+    ),
+    "ResourceSlice": (_columns("Node", "Driver", "Pool", "Age"), _resource_slice),
     "Event": (
         [
             {"name": name, "type": "string", "format": "", "priority": 0}

@@ -1,6 +1,9 @@
 """The sandbox Kubernetes API's routes: the core/v1 paths the official client calls (kubernetes
-api/core_v1_api.py, version_api.py) and the discovery and OpenAPI paths kubectl reads first, each
-fleet cluster under its own prefix /clusters/<name>, which its kubeconfig entry names as the server."""
+api/core_v1_api.py, version_api.py), the resource.k8s.io/v1 paths (resource_v1_api.py:
+deviceclasses, resourceslices, resourceclaims with their status, resourceclaimtemplates), the
+discovery and OpenAPI paths kubectl reads first, and the sandbox's own /sandbox/ paths (what a
+user does with helm, done for them), each fleet cluster under its own prefix /clusters/<name>,
+which its kubeconfig entry names as the server."""
 
 from __future__ import annotations
 
@@ -9,6 +12,31 @@ from werkzeug.routing import Map, Rule
 _CLUSTER = "/clusters/<cluster>"
 _V1 = f"{_CLUSTER}/api/v1"
 _NAMESPACED = f"{_V1}/namespaces/<namespace>"
+_RESOURCE = f"{_CLUSTER}/apis/resource.k8s.io/v1"
+_RESOURCE_NS = f"{_RESOURCE}/namespaces/<namespace>"
+
+
+def _stored(resource: str, namespaced: bool) -> list[Rule]:
+    """The routes of one stored resource.k8s.io kind: list (everywhere and per namespace),
+    create, get, replace, patch, delete."""
+    collection = f"{_RESOURCE_NS}/{resource}" if namespaced else f"{_RESOURCE}/{resource}"
+    item = f"{collection}/<name>"
+    kind = {"resource": resource}
+    rules = [
+        Rule(collection, methods=["GET"], endpoint="list_resources", defaults=kind),
+        Rule(collection, methods=["POST"], endpoint="create_resource", defaults=kind),
+        Rule(item, methods=["GET"], endpoint="get_resource", defaults=kind),
+        Rule(item, methods=["PUT"], endpoint="replace_resource", defaults=kind),
+        Rule(item, methods=["PATCH"], endpoint="patch_resource", defaults=kind),
+        Rule(item, methods=["DELETE"], endpoint="delete_resource", defaults=kind),
+    ]
+    if namespaced:
+        rules.append(
+            Rule(f"{_RESOURCE}/{resource}", methods=["GET"], endpoint="list_resources", defaults=kind)
+        )
+    return rules
+
+
 ROUTES = Map(
     [
         Rule(f"{_CLUSTER}/version", methods=["GET"], endpoint="version"),
@@ -37,6 +65,26 @@ ROUTES = Map(
         Rule(f"{_NAMESPACED}/configmaps/<name>", methods=["PUT"], endpoint="replace_config_map"),
         Rule(f"{_NAMESPACED}/configmaps/<name>", methods=["PATCH"], endpoint="patch_config_map"),
         Rule(f"{_NAMESPACED}/configmaps/<name>", methods=["DELETE"], endpoint="delete_config_map"),
+        Rule(f"{_CLUSTER}/apis/resource.k8s.io", methods=["GET"], endpoint="resource_group"),
+        Rule(_RESOURCE, methods=["GET"], endpoint="resource_resources"),
+        Rule(
+            f"{_CLUSTER}/openapi/v3/apis/resource.k8s.io/v1", methods=["GET"], endpoint="openapi_resource_v1"
+        ),
+        *_stored("deviceclasses", namespaced=False),
+        *_stored("resourceclaims", namespaced=True),
+        *_stored("resourceclaimtemplates", namespaced=True),
+        Rule(f"{_RESOURCE_NS}/resourceclaims/<name>/status", methods=["GET"], endpoint="get_claim_status"),
+        Rule(
+            f"{_RESOURCE_NS}/resourceclaims/<name>/status", methods=["PUT"], endpoint="replace_claim_status"
+        ),
+        Rule(
+            f"{_RESOURCE_NS}/resourceclaims/<name>/status", methods=["PATCH"], endpoint="patch_claim_status"
+        ),
+        Rule(f"{_RESOURCE}/resourceslices", methods=["GET"], endpoint="list_resource_slices"),
+        Rule(f"{_RESOURCE}/resourceslices/<name>", methods=["GET"], endpoint="get_resource_slice"),
+        Rule(f"{_CLUSTER}/sandbox/dra-driver", methods=["GET"], endpoint="get_dra_driver"),
+        Rule(f"{_CLUSTER}/sandbox/dra-driver", methods=["PUT"], endpoint="install_dra_driver"),
+        Rule(f"{_CLUSTER}/sandbox/dra-driver", methods=["DELETE"], endpoint="uninstall_dra_driver"),
     ],
     strict_slashes=False,
 )
