@@ -370,7 +370,7 @@ _TOKEN = re.compile(
     |(?P<number>0[xX][0-9a-fA-F]+[uU]?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[uU]?)
     |(?P<string>[rRbB]{0,2}(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
     |(?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-    |(?P<op>==|!=|<=|>=|&&|\|\||\?\.|[<>!()\[\]{}.,?:+\-*/%])""",
+    |(?P<op>==|!=|<=|>=|&&|\|\||[<>!()\[\]{}.,?:+\-*/%])""",
     re.VERBOSE | re.DOTALL,
 )
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
@@ -529,13 +529,14 @@ class _Parser:
     def member(self) -> Node:
         node = self.primary()
         while True:
-            if self.token.text == "?." or (self.token.text == "[" and self.tokens[self.at + 1].text == "?"):
+            if self.token.text in (".", "[") and self.tokens[self.at + 1].text == "?":
                 raise self.unsupported("optional field selection ('.?' / '[?')", self.token.pos)
             if token := self.accept("."):
                 name = self.take()
                 if name.kind != "ident":
                     raise _syntax(name.pos, f"mismatched input '{name.text}' expecting IDENTIFIER")
                 if self.accept("("):
+                    self.known_function(name)
                     node = self.call(name, node, self.arguments())
                 else:
                     node = self.select(token.pos, node, Literal(name.pos, STRING, name.text))
@@ -577,13 +578,16 @@ class _Parser:
             return self.presence(name, args)
         if isinstance(target, Ident) and target.name == "cel" and name.text == "bind":
             raise _checked(name.pos, "cel.bind() takes a name, a value and an expression")
-        if name.text not in _FUNCTIONS:
-            raise self.unsupported(f"the function '{name.text}'", name.pos)
         if (target is None) != (name.text in _GLOBAL) and name.text != "size":
             how = "as a method" if target is not None else "as a global function"
             raise _checked(name.pos, f"undeclared reference to '{name.text}' ({how})")
         kind = _RESULTS.get(name.text, BOOL)
         return Call(name.pos, kind, name.text, target, args)
+
+    def known_function(self, name: Token) -> None:
+        """Before its arguments are parsed: a macro such as exists() declares its own variables."""
+        if name.text not in _FUNCTIONS:
+            raise self.unsupported(f"the function '{name.text}'", name.pos)
 
     def presence(self, name: Token, args: list[Node]) -> Node:
         if len(args) != 1 or not isinstance(args[0], Select) or not isinstance(args[0].key, Literal):
@@ -631,6 +635,8 @@ class _Parser:
         if name in RESERVED or name == "in":
             raise _syntax(token.pos, f"reserved identifier: {name}")
         if self.accept("("):
+            if name != "has":
+                self.known_function(token)
             return self.call(token, None, self.arguments())
         if name == "cel" and self.token.text == "." and self.tokens[self.at + 1].text == "bind":
             return self.bind(token)
