@@ -170,3 +170,159 @@ def test_a_missing_device_class_fails_every_node_at_prefilter(world: World) -> N
         f"no new claims to deallocate, preemption: 0/{total} nodes are available: "
         f"{total} Preemption is not helpful for scheduling."
     )
+
+
+# With NVIDIA's DRA driver installed: a p4d node in MIG mode (56 x 1g.5gb), two g5 nodes (one A10G each).
+
+DRIVER = "gpu.nvidia.com"
+PROFILE = f"device.attributes['{DRIVER}'].profile == '%s'"
+
+
+def _driver(world: World, **values: Any) -> Any:
+    world.create("eks", pool("p4d", "p4d.24xlarge", 8, 1, {"nvidia.com/mig.config": "all-1g.5gb"}))
+    world.create("eks", pool("g5", "g5.xlarge", 1, 2))
+    cluster = world.sandbox.kube.cluster(world.names["eks"])
+    cluster.install_dra_driver({"gpuResourcesEnabledOverride": True, **values})
+    return cluster
+
+
+def _claim(name: str, device_class: str, *selectors: str, config: list[Any] | None = None) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    spec: dict[str, Any] = {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+    if config:
+        spec["devices"]["config"] = config
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _template(name: str, device_class: str, *selectors: str) -> dict[str, Any]:
+    claim = _claim(name, device_class, *selectors)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": claim["spec"]},
+    }
+
+
+def _allocated(resources: client.ResourceV1Api, name: str) -> tuple[str, list[str], list[str]]:
+    """The claim's node, devices and the pods it is reserved for."""
+    status = resources.read_namespaced_resource_claim(name, "ml").status
+    if status is None or status.allocation is None:
+        return "", [], [r.name for r in (status.reserved_for if status else None) or []]
+    allocation = status.allocation
+    [term] = allocation.node_selector.node_selector_terms
+    return (
+        term.match_fields[0].values[0],
+        [r.device for r in allocation.devices.results],
+        [r.name for r in status.reserved_for or []],
+    )
+
+
+def test_pods_sharing_one_claim_land_together_on_its_device_and_release_it(world: World) -> None:
+    cluster, resources, core = _driver(world), resource_api(world, "eks"), world.api("eks")
+    resources.create_namespaced_resource_claim("ml", _claim("shared", "gpu.nvidia.com"))
+    first = core.create_namespaced_pod("ml", _pod("first", resourceClaimName="shared"))
+    second = core.create_namespaced_pod("ml", _pod("second", resourceClaimName="shared"))
+    node, devices, reserved = _allocated(resources, "shared")
+    assert (first.status.phase, second.status.phase) == ("Running", "Running")
+    assert (first.spec.node_name, second.spec.node_name) == (node, node)
+    assert (len(devices), reserved) == (1, ["first", "second"])
+    assert node in {n for n, s in cluster.dra_plugin_pods().items() if s.running}
+    core.delete_namespaced_pod("first", "ml")
+    assert _allocated(resources, "shared") == (node, devices, ["second"])
+    cluster.finish_pod("ml", "second")
+    assert _allocated(resources, "shared") == ("", [], [])  # unused: deallocated, kept (not generated)
+
+
+def test_a_mig_profile_selector_gets_one_slice_of_that_profile_per_pod(world: World) -> None:
+    _driver(world)
+    resources, core = resource_api(world, "eks"), world.api("eks")
+    resources.create_namespaced_resource_claim_template(
+        "ml", _template("slice", "mig.nvidia.com", PROFILE % "1g.5gb")
+    )
+    pods = [
+        core.create_namespaced_pod("ml", _pod(f"p{i}", resourceClaimTemplateName="slice")) for i in range(3)
+    ]
+    assert {p.status.phase for p in pods} == {"Running"}
+    [node] = {p.spec.node_name for p in pods}
+    claims = [p.status.resource_claim_statuses[0].resource_claim_name for p in pods]
+    devices = [_allocated(resources, c)[1][0] for c in claims]
+    assert len(set(devices)) == 3 and all("-mig-1g5gb-" in d for d in devices), devices
+    assert world.api("eks").read_node(node).metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+
+
+def test_no_device_matching_the_selector_leaves_the_pod_pending_with_the_schedulers_message(
+    world: World,
+) -> None:
+    _driver(world)
+    resources, core = resource_api(world, "eks"), world.api("eks")
+    total = len(core.list_node().items)
+    resources.create_namespaced_resource_claim_template(
+        "ml", _template("big", "mig.nvidia.com", PROFILE % "3g.20gb")
+    )
+    pending = core.create_namespaced_pod("ml", _pod("big", resourceClaimTemplateName="big"))
+    assert (pending.status.phase, pending.status.conditions[0].message) == (
+        "Pending",
+        _cannot_allocate(total),
+    )
+    assert ("FailedScheduling", _cannot_allocate(total)) in _events(world, "big")
+
+
+def test_whole_gpus_run_out_and_come_back_when_a_pod_finishes(world: World) -> None:
+    cluster, resources, core = _driver(world), resource_api(world, "eks"), world.api("eks")
+    total = len(core.list_node().items)
+    resources.create_namespaced_resource_claim_template("ml", _template("whole", "gpu.nvidia.com"))
+    running = [
+        core.create_namespaced_pod("ml", _pod(f"w{i}", resourceClaimTemplateName="whole")) for i in range(2)
+    ]
+    assert sorted(p.spec.node_name for p in running) == sorted(
+        n.metadata.name for n in core.list_node(label_selector="eks.amazonaws.com/nodegroup=g5").items
+    )
+    third = core.create_namespaced_pod("ml", _pod("w2", resourceClaimTemplateName="whole"))
+    assert third.status.conditions[0].message == _cannot_allocate(total)
+    cluster.finish_pod("ml", "w0")  # its claim is deleted with it (the pod is done): the GPU is free
+    assert len(resources.list_namespaced_resource_claim("ml").items) == 2
+    cluster.scan()
+    assert core.read_namespaced_pod("w2", "ml").spec.node_name == running[0].spec.node_name
+
+
+def _time_slicing() -> dict[str, Any]:
+    parameters = {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "GpuConfig",
+        "sharing": {"strategy": "TimeSlicing"},
+    }
+    return {"opaque": {"driver": DRIVER, "parameters": parameters}}
+
+
+def test_time_slicing_without_the_drivers_gate_does_not_start(world: World) -> None:
+    _driver(world)
+    resources, core = resource_api(world, "eks"), world.api("eks")
+    resources.create_namespaced_resource_claim("ml", _claim("ts", "gpu.nvidia.com", config=[_time_slicing()]))
+    pod = core.create_namespaced_pod("ml", _pod("ts", resourceClaimName="ts"))
+    claim = resources.read_namespaced_resource_claim("ts", "ml")
+    assert pod.spec.node_name and pod.status.phase == "Pending"
+    assert pod.status.container_statuses[0].state.waiting.reason == "ContainerCreating"
+    assert claim.status.allocation.devices.config[0].source == "FromClaim"
+    assert (
+        "FailedPrepareDynamicResources",
+        "Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for "
+        f"ResourceClaim ts: error preparing devices for claim ml/ts:{claim.metadata.uid}: "
+        "prepare devices failed: "
+        'error validating GPU config: "TimeSlicing" is selected as the GPU sharing strategy, but the '
+        '"TimeSlicingSettings" feature gate is not enabled',
+    ) in _events(world, "ts")
+
+
+def test_time_slicing_with_the_gate_runs(world: World) -> None:
+    _driver(world, featureGates={"TimeSlicingSettings": True})
+    resources, core = resource_api(world, "eks"), world.api("eks")
+    resources.create_namespaced_resource_claim("ml", _claim("ts", "gpu.nvidia.com", config=[_time_slicing()]))
+    assert core.create_namespaced_pod("ml", _pod("ts", resourceClaimName="ts")).status.phase == "Running"

@@ -184,8 +184,9 @@ class KubeCluster:
             return self.resources.update_status(namespace, name, status)
 
     def dra_feature_gates(self) -> set[str]:
-        """The feature gates the NVIDIA DRA driver runs with (its chart's featureGates; none set)."""
-        return set()
+        """The gates the NVIDIA DRA driver's kubelet plugin runs with (none before it is installed)."""
+        release = self.dra_driver
+        return {gate for gate, on in release.feature_gates.items() if on} if release is not None else set()
 
     def resource_slices(self) -> list[dict[str, Any]]:
         """Every ResourceSlice the DRA kubelet plugins publish now, sorted by name (for the scheduler)."""
