@@ -3,6 +3,8 @@ claims, the scheduler's DynamicResources messages, claims released with their po
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -326,3 +328,54 @@ def test_time_slicing_with_the_gate_runs(world: World) -> None:
     resources, core = resource_api(world, "eks"), world.api("eks")
     resources.create_namespaced_resource_claim("ml", _claim("ts", "gpu.nvidia.com", config=[_time_slicing()]))
     assert core.create_namespaced_pod("ml", _pod("ts", resourceClaimName="ts")).status.phase == "Running"
+
+
+def test_kubectl_creates_a_template_and_pods_and_reads_their_claims(world: World, tmp_path: Path) -> None:
+    _driver(world)
+    documents = [
+        _template("slice", "mig.nvidia.com", PROFILE % "1g.5gb"),
+        _pod("kubectl-pod", resourceClaimTemplateName="slice"),
+    ]
+    manifests = [tmp_path / "template.json", tmp_path / "pod.json"]
+    for path, document in zip(manifests, documents, strict=True):
+        path.write_text(json.dumps(document), encoding="utf-8")
+
+    def kubectl(*args: str) -> str:
+        command = [
+            "kubectl",
+            "--kubeconfig",
+            str(world.sandbox.kubeconfig),
+            "--context",
+            world.names["eks"],
+            *args,
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    for path in manifests:
+        kubectl("apply", "-n", "ml", "-f", str(path))
+    claim = kubectl(
+        "get",
+        "pod",
+        "kubectl-pod",
+        "-n",
+        "ml",
+        "-o",
+        "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}",
+    )
+    assert claim.startswith("kubectl-pod-gpu-")
+    reserved = kubectl(
+        "get", "resourceclaim", claim, "-n", "ml", "-o", "jsonpath={.status.reservedFor[*].name}"
+    )
+    device = kubectl(
+        "get",
+        "resourceclaim",
+        claim,
+        "-n",
+        "ml",
+        "-o",
+        "jsonpath={.status.allocation.devices.results[0].device}",
+    )
+    assert (reserved, "-mig-1g5gb-" in device) == ("kubectl-pod", True)
+    assert kubectl("get", "pod", "kubectl-pod", "-n", "ml", "-o", "jsonpath={.status.phase}") == "Running"
