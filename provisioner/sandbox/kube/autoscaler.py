@@ -84,7 +84,9 @@ class ClusterAutoscaler:
         return groups
 
     def _scale_up(self, groups: list[NodeGroup], now: float) -> None:
-        pending = self.pods.unschedulable()
+        # Pods with ResourceClaims wait here: simulating DRA on template nodes is cluster-autoscaler's
+        # own DRA support (a feature of its own, not emulated), and a template node publishes no slices.
+        pending = [p for p in self.pods.unschedulable() if not (p.get("spec") or {}).get("resourceClaims")]
         joined = {g.pool: len(self.nodes.pools_by_name()[g.pool].node_names) for g in groups}
         for group in groups:  # pods that will fit the nodes already asked for wait for them
             waiting = group.size - joined[group.pool]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from provisioner.sandbox.kube import dra, versions
 from provisioner.sandbox.kube.autoscaler import ClusterAutoscaler
+from provisioner.sandbox.kube.claims import DynamicResources
 from provisioner.sandbox.kube.clouds import ADAPTERS
 from provisioner.sandbox.kube.configmaps import ConfigMaps
 from provisioner.sandbox.kube.events import Events
@@ -63,7 +64,13 @@ class KubeCluster:
             ADAPTERS[target.ref.cloud](emulator, target.ref), self._config_maps, self._revisions
         )
         self._events = Events(self._revisions)
-        self._pods = Pods(self._nodes, self._revisions, self._events)
+        # Pods with ResourceClaims, where resource.k8s.io is served (claims.py).
+        dra = (
+            DynamicResources(self.resources, self.resource_slices, self.dra_feature_gates, self._events)
+            if self.serves_resource_api
+            else None
+        )
+        self._pods = Pods(self._nodes, self._revisions, self._events, dra)
         engine = emulator.engine
         self._autoscaler = ClusterAutoscaler(
             self._nodes, self._pods, self._events, scale_down_delay, lambda: engine.op_seconds
@@ -175,6 +182,11 @@ class KubeCluster:
         """Write a claim's status as the scheduler does when it allocates (dra-claims' allocator)."""
         with self.lock:
             return self.resources.update_status(namespace, name, status)
+
+    def dra_feature_gates(self) -> set[str]:
+        """The gates the NVIDIA DRA driver's kubelet plugin runs with (none before it is installed)."""
+        release = self.dra_driver
+        return {gate for gate, on in release.feature_gates.items() if on} if release is not None else set()
 
     def resource_slices(self) -> list[dict[str, Any]]:
         """Every ResourceSlice the DRA kubelet plugins publish now, sorted by name (for the scheduler)."""

@@ -11,6 +11,15 @@ import copy
 import hashlib
 from typing import Any
 
+from provisioner.sandbox.kube.claims import (
+    KUBELET,
+    NOTHING_TO_DEALLOCATE,
+    STILL_NOT_SCHEDULABLE,
+    Attempt,
+    DynamicResources,
+    SchedulingAborted,
+    has_claims,
+)
 from provisioner.sandbox.kube.events import SCHEDULER, Events
 from provisioner.sandbox.kube.exceptions import AlreadyExists, Invalid, NotFound
 from provisioner.sandbox.kube.nodes import Nodes
@@ -28,10 +37,13 @@ class Pods:
     """Create, read, list, finish and delete pods; the caller holds the cluster's lock. A stored pod
     is replaced whole, never changed, so a list handed out stays as it was read."""
 
-    def __init__(self, nodes: Nodes, revisions: Revisions, events: Events) -> None:
+    def __init__(
+        self, nodes: Nodes, revisions: Revisions, events: Events, dra: DynamicResources | None = None
+    ) -> None:
         self.nodes = nodes
         self.revisions = revisions
         self.events = events
+        self.dra = dra  # pods with ResourceClaims (claims.py); None where nothing serves resource.k8s.io
         self.stored: dict[Key, dict[str, Any]] = {}
         self._nodes_seen = ""  # the nodes' versions when pending pods were last tried
         self.created = 0  # pods ever created
@@ -78,10 +90,13 @@ class Pods:
             raise AlreadyExists.of("pods", name)
         self.created += 1
         nodes = self.nodes.all()
+        pod["status"] = {"phase": "Pending"}
+        if self.dra is not None:
+            self.dra.sync_pod(pod)  # the resourceclaim controller makes the templates' claims
         if not pod["spec"].get("nodeName"):
-            pod["status"] = {"phase": "Pending"}
             self._bind(pod, nodes)
-        pod["status"] = self._admit(pod, nodes) if pod["spec"].get("nodeName") else pod["status"]
+        if pod["spec"].get("nodeName"):
+            pod["status"] = self._admit(pod, nodes)
         pod["metadata"]["resourceVersion"] = self.revisions.next()
         self.stored[(namespace, name)] = pod
         if not pod["spec"].get("nodeName"):
@@ -89,7 +104,7 @@ class Pods:
         return copy.deepcopy(pod)
 
     def unschedulable(self) -> list[dict[str, Any]]:
-        """Pods the scheduler could not bind, oldest first (the autoscaler reads them)."""
+        """Pods the scheduler did not bind, oldest first (the autoscaler reads them)."""
         return [
             p
             for p in sorted(self.stored.values(), key=lambda p: int(p["metadata"]["resourceVersion"]))
@@ -101,16 +116,26 @@ class Pods:
         joined, left, or changed what it offers), as the scheduler requeues them on node events."""
         nodes = self.nodes.all()
         seen = ",".join(f"{n}={node['metadata']['resourceVersion']}" for n, node in sorted(nodes.items()))
+        if self.dra is not None:  # claims, classes and slices requeue pods too
+            seen += "|" + self.dra.fingerprint()
         if seen == self._nodes_seen:
             return
-        self._nodes_seen = seen
         for pod in self.unschedulable():
             bound = copy.deepcopy(pod)
+            if self.dra is not None:
+                self.dra.sync_pod(bound)
             if not self._bind(bound, nodes):
+                if bound["status"] != pod["status"]:
+                    bound["metadata"]["resourceVersion"] = self.revisions.next()
+                    self.stored[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = bound
+                    self._failed_scheduling(bound)
                 continue
             bound["status"] = self._admit(bound, nodes)
             bound["metadata"]["resourceVersion"] = self.revisions.next()
             self.stored[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = bound
+        self._nodes_seen = ",".join(
+            f"{n}={node['metadata']['resourceVersion']}" for n, node in sorted(nodes.items())
+        ) + ("|" + self.dra.fingerprint() if self.dra is not None else "")
 
     def held(self, node_name: str) -> tuple[dict[str, int], int]:
         """What the active pods bound to `node_name` hold of its extended resources, and how many."""
@@ -127,40 +152,72 @@ class Pods:
 
     def _bind(self, pod: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> bool:
         """Bind `pod` to the first Ready node, by name, that it fits (the sandbox does not score
-        nodes); else mark it Unschedulable with the scheduler's message."""
+        nodes); else mark it Unschedulable with the scheduler's message. A pod with ResourceClaims
+        also needs them allocated there (the DynamicResources plugin, after the other filters)."""
+        attempt = self.dra.pre_filter(pod) if self.dra is not None and has_claims(pod) else None
+        if attempt is not None and attempt.gated:
+            self._pending(pod, None)  # PreEnqueue: not tried, no condition, no event
+            return False
         per_node: dict[str, list[str]] = {}
-        for name, node in sorted(nodes.items()):
-            if not is_ready(node):
-                per_node[name] = ["node(s) had untolerated taint {node.kubernetes.io/not-ready: }"]
-                continue
-            reasons = failures(pod, node, *self.held(name))
-            if not reasons:
-                pod["spec"]["nodeName"] = name
-                where = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-                self.events.record(
-                    pod, "Normal", "Scheduled", f"Successfully assigned {where} to {name}", SCHEDULER
-                )
-                return True
-            per_node[name] = reasons
-        message = fit_error(per_node)
-        pod["status"] = {
-            "phase": "Pending",
-            "conditions": [
+        try:
+            for name, node in sorted(nodes.items()):
+                if not is_ready(node):
+                    per_node[name] = ["node(s) had untolerated taint {node.kubernetes.io/not-ready: }"]
+                    continue
+                if attempt is not None and attempt.unschedulable:
+                    per_node[name] = [attempt.unschedulable]
+                    continue
+                reasons = failures(pod, node, *self.held(name))
+                if not reasons and attempt is not None and self.dra is not None:
+                    reasons = self.dra.filter(pod, node, attempt)
+                if not reasons:
+                    self._assign(pod, name, attempt)
+                    return True
+                per_node[name] = reasons
+        except SchedulingAborted as error:
+            self._pending(pod, {"reason": "SchedulerError", "message": str(error)})
+            return False
+        self._pending(pod, {"reason": "Unschedulable", "message": self._fit_error(per_node, attempt)})
+        return False
+
+    def _fit_error(self, per_node: dict[str, list[str]], attempt: Attempt | None) -> str:
+        if attempt is None:
+            return fit_error(per_node)
+        if attempt.unschedulable:
+            ready = {n: r for n, r in per_node.items() if r != [attempt.unschedulable]}
+            if not ready:  # PreFilter failed: its reason is every node's
+                return fit_error(per_node, attempt.unschedulable, NOTHING_TO_DEALLOCATE)
+        return fit_error(per_node, post_filter=STILL_NOT_SCHEDULABLE)
+
+    def _assign(self, pod: dict[str, Any], name: str, attempt: Attempt | None) -> None:
+        if attempt is not None and self.dra is not None:
+            self.dra.bind(pod, name, attempt)
+        pod["spec"]["nodeName"] = name
+        where = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        self.events.record(pod, "Normal", "Scheduled", f"Successfully assigned {where} to {name}", SCHEDULER)
+
+    def _pending(self, pod: dict[str, Any], condition: dict[str, str] | None) -> None:
+        """Pending, with a PodScheduled=False condition where the scheduler tried."""
+        status: dict[str, Any] = {"phase": "Pending"}
+        if condition is not None:
+            status["conditions"] = [
                 {
                     "type": "PodScheduled",
                     "status": "False",
-                    "reason": "Unschedulable",
-                    "message": message,
+                    **condition,
                     "lastProbeTime": None,
                     "lastTransitionTime": now(),
                 }
-            ],
-        }
-        return False
+            ]
+        claimed = (pod.get("status") or {}).get("resourceClaimStatuses")
+        if claimed:
+            status["resourceClaimStatuses"] = claimed
+        pod["status"] = status
 
     def _failed_scheduling(self, pod: dict[str, Any]) -> None:
-        message = pod["status"]["conditions"][0]["message"]
-        self.events.record(pod, "Warning", "FailedScheduling", message, SCHEDULER)
+        conditions = pod["status"].get("conditions")
+        if conditions:  # a pod PreEnqueue holds back was not tried: no event
+            self.events.record(pod, "Warning", "FailedScheduling", conditions[0]["message"], SCHEDULER)
 
     def finish(self, namespace: str, name: str, phase: str = "Succeeded") -> None:
         """The pod's containers ended: it holds nothing on its node any more (test helper)."""
@@ -171,6 +228,8 @@ class Pods:
             "metadata": {**stored["metadata"], "resourceVersion": self.revisions.next()},
             "status": {**stored["status"], "phase": phase},
         }
+        if self.dra is not None:
+            self.dra.release(stored)  # a done pod leaves its claims
 
     def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """A merge patch of the pod's labels and annotations; a running pod's spec does not change
@@ -209,9 +268,34 @@ class Pods:
     def delete(self, namespace: str, name: str) -> dict[str, Any]:
         pod = self.get(namespace, name)
         del self.stored[(namespace, name)]
+        if self.dra is not None:
+            self.dra.release(pod)
         self.events.forget(namespace, pod["metadata"]["uid"])
         self.revisions.next()
         return pod
+
+    def _not_prepared(self, pod: dict[str, Any], message: str) -> dict[str, Any]:
+        """The kubelet could not prepare the pod's claims: no container starts (it retries)."""
+        self.events.record(pod, "Warning", "FailedPrepareDynamicResources", message, KUBELET)
+        return {
+            **_claim_statuses(pod),
+            "phase": "Pending",
+            "hostIP": "10.0.0.1",
+            "startTime": now(),
+            "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
+            "containerStatuses": [
+                {
+                    "name": c["name"],
+                    "image": c["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 0,
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+                for c in pod["spec"]["containers"]
+            ],
+        }
 
     def _admit(self, pod: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """The kubelet's admission of a pod bound to its node (kubelet lifecycle predicate:
@@ -242,8 +326,12 @@ class Pods:
                     ),
                     "startTime": now(),
                 }
+        prepared = self.dra.prepare(pod) if self.dra is not None and has_claims(pod) else None
+        if prepared is not None:
+            return self._not_prepared(pod, prepared)
         started = now()
         return {
+            **_claim_statuses(pod),
             "phase": "Running",
             "hostIP": "10.0.0.1",
             "startTime": started,
@@ -264,6 +352,11 @@ class Pods:
                 for c in pod["spec"]["containers"]
             ],
         }
+
+
+def _claim_statuses(pod: dict[str, Any]) -> dict[str, Any]:
+    claimed = (pod.get("status") or {}).get("resourceClaimStatuses")
+    return {"resourceClaimStatuses": claimed} if claimed else {}
 
 
 def _pod_fields(pod: dict[str, Any]) -> dict[str, str]:

@@ -88,16 +88,22 @@ def counted(reasons: Iterable[str]) -> str:
     return ", ".join(sorted(f"{n} {reason}" for reason, n in tally.items()))
 
 
-def fit_error(per_node: Mapping[str, list[str]]) -> str:
-    """kube-scheduler's message for a pod no node fits, given each node's reasons."""
+def fit_error(per_node: Mapping[str, list[str]], pre_filter: str = "", post_filter: str = "") -> str:
+    """kube-scheduler's message for a pod no node fits, given each node's reasons (FitError.Error):
+    a PreFilter plugin's reason stands for every node's; PostFilter plugins' reasons follow, the
+    DynamicResources plugin's ("still not schedulable") before the preemption summary."""
     total = len(per_node)
     if not total:
         return "no nodes available to schedule pods"
     reasons = [r for found in per_node.values() for r in found]
-    preemption = [NO_VICTIMS if _resources_only(found) else NOT_HELPFUL for found in per_node.values()]
+    preemption = [
+        NO_VICTIMS if not pre_filter and _resources_only(found) else NOT_HELPFUL
+        for found in per_node.values()
+    ]
+    post = f"{post_filter}, " if post_filter else ""
     return (
-        f"0/{total} nodes are available: {counted(reasons)}. "
-        f"preemption: 0/{total} nodes are available: {counted(preemption)}."
+        f"0/{total} nodes are available: {pre_filter or counted(reasons)}. "
+        f"{post}preemption: 0/{total} nodes are available: {counted(preemption)}."
     )
 
 
