@@ -23,9 +23,8 @@ clusters:
     pools:
       - name: a100mig
         instanceType: Standard_NC24ads_A100_v4
-        gpu: {mig: 1g.10gb}
+        gpu: {mig: 1g.10gb, allocation: dra}  # device plugin off by its label
         nodes: {count: 1}
-        labels: {nvidia.com/gpu.deploy.device-plugin: "false"}
 """
 DEVICE_CLASS = """\
 apiVersion: resource.k8s.io/v1

@@ -29,12 +29,11 @@ OVERRIDE = {"gpuResourcesEnabledOverride": True}
 
 
 @dataclass(frozen=True)
-class Versioned:
-    """A seeded cluster naming its Kubernetes version, as the cloud emulators' clusters do."""
+class Seed:
+    """A cluster to seed (the sandbox's settings give each its Kubernetes version)."""
 
     name: str
     ref: ClusterRef
-    kubernetes_version: str
 
     @property
     def cloud(self) -> str:
@@ -61,8 +60,9 @@ class World:
             "old": ClusterRef("aks", "22222222-2222-2222-2222-222222222222", "dra", f"old-{suffix}"),
         }
         versions = {"new": "1.36.1", "old": "1.33.4"}
-        targets = [Versioned(name, ref, versions.get(name, "")) for name, ref in self.refs.items()]
-        self.sandbox = Sandbox(directory, SandboxSettings(seed=7)).start(targets)
+        targets = [Seed(name, ref) for name, ref in self.refs.items()]
+        settings = SandboxSettings(seed=7, kubernetes_versions=versions)
+        self.sandbox = Sandbox(directory, settings).start(targets)
 
     def create(self, name: str, state: PoolState) -> None:
         connect(self.refs[name].cloud, self.sandbox.directory).create_pool(self.refs[name], state)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-DEFAULT_VERSION = "1.35.0"  # a sandbox cluster's version unless its seed names one
+from provisioner.sandbox.versions import DEFAULT_KUBERNETES_VERSION
+
+DEFAULT_VERSION = f"{DEFAULT_KUBERNETES_VERSION}.0"  # a sandbox cluster's unless its seed names one
 RESOURCE_V1_SINCE = (1, 34)  # resource.k8s.io/v1 is GA (and served by default) from 1.34
 EXTENDED_RESOURCE_DEFAULT_ON = (1, 36)  # DRAExtendedResource beta, on by default, from 1.36
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
