@@ -142,6 +142,9 @@ def test_kubectl_applies_device_classes_and_claims_client_and_server_side(instal
 
 def test_uninstall_removes_the_chart_s_classes(installed: Served):
     sandbox = str(installed.directory)
+    values = _file(installed, "override.yaml", "gpuResourcesEnabledOverride: true\n")
+    install = ["sandbox", "install-dra-driver", "--dir", sandbox, "--cluster", "azure", "-f", values]
+    installed.provisioner(*install)  # installed here, or already by the test above (then: refused)
     done = ok(
         installed.provisioner("sandbox", "uninstall-dra-driver", "--dir", sandbox, "--cluster", "azure")
     )
