@@ -17,6 +17,7 @@ MOMENT = {"type": "string", "format": "date-time"}
 CLUSTER_STATUSES = ("ok", "error", "new")
 SLICE_UNITS = ("slice", "GiB")
 SHARINGS = ("exclusive", "time-slicing", "mps", "memory")
+ALLOCATION_MODES = ("device-plugin", "dra")  # fleet.py's gpu.allocation
 DRIFT_KINDS = (*dict.fromkeys(a.drift for a in ACTIONS), "conflict")
 _TYPES = ((Boolean, "boolean"), (Integer, "integer"), (Float, "number"), (String, "string"), (Text, "string"))
 # Columns whose values are one of a few words, or a JSON document of a known shape.
@@ -24,6 +25,7 @@ _SHAPES: dict[str, dict[str, Any]] = {
     "sharing": {"enum": list(SHARINGS)},
     "isolation": {"enum": list(ISOLATION_LEVELS)},
     "slice_unit": {"enum": list(SLICE_UNITS)},
+    "allocation_mode": {"enum": list(ALLOCATION_MODES)},
     "status": {"enum": list(CLUSTER_STATUSES)},
     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
     "taints": {"type": "array", "items": {"type": "string"}},  # key=value:Effect
