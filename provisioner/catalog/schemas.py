@@ -143,16 +143,25 @@ def drift() -> dict[str, Any]:
 
 def placement() -> dict[str, Any]:
     """`place --json` (placement.Placement.json): the pod-spec fields by their Kubernetes names;
-    beyond those named, what a cloud's pods need there (e.g. hostIPC for GKE's MPS)."""
+    beyond those named, what a cloud's pods need there (e.g. hostIPC for GKE's MPS). On a DRA pool
+    also: the container's resources.claims (limits empty), the pod's resourceClaims, the claim
+    object to apply first (a ResourceClaimTemplate, or a shared ResourceClaim) and notes."""
     strings = {"type": "object", "additionalProperties": {"type": "string"}}
     maybe = _nullable({"type": "integer"})
+    claims = {"type": "array", "items": _exact({"name": {"type": "string"}})}
+    limits = {"type": "object", "additionalProperties": {"type": "integer"}}
     named = {
         "cluster": {"type": "string"},
         "cloud": {"type": "string"},
         "pool": {"type": "string"},
         "isolation": {"enum": list(ISOLATION_LEVELS)},
         "slice": _exact({"memory_gb": {"type": "number"}, "unit": {"enum": list(SLICE_UNITS)}}),
-        "resources": _exact({"limits": {"type": "object", "additionalProperties": {"type": "integer"}}}),
+        "resources": {
+            "type": "object",
+            "properties": {"limits": limits, "claims": claims},
+            "required": ["limits"],
+            "additionalProperties": False,
+        },
         "nodeSelector": strings,
         "tolerations": {"type": "array", "items": strings},
         "capacity": _exact(
@@ -167,7 +176,30 @@ def placement() -> dict[str, Any]:
             }
         ),
     }
-    return {"type": "object", "properties": named, "required": list(named)}
+    pod_claim = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "resourceClaimTemplateName": {"type": "string"},
+            "resourceClaimName": {"type": "string"},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    dra = {
+        "allocation_mode": {"const": "dra"},
+        "resourceClaims": {"type": "array", "items": pod_claim},
+        "claim": {
+            "type": "object",
+            "properties": {
+                "apiVersion": {"const": "resource.k8s.io/v1"},
+                "kind": {"enum": ["ResourceClaimTemplate", "ResourceClaim"]},
+            },
+            "required": ["apiVersion", "kind", "metadata", "spec"],
+        },
+        "notes": {"type": "array", "items": {"type": "string"}},
+    }
+    return {"type": "object", "properties": named | dra, "required": list(named)}
 
 
 def healthy() -> dict[str, Any]:

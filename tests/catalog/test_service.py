@@ -176,7 +176,10 @@ def test_one_pool_by_cluster_and_name(seeded: Seeded):
         ({"min_free_slices": "0", "cluster": "aws"}, [("aws", "mig"), ("aws", "shared"), ("aws", "spare")]),
         ({"cloud": "ack"}, []),
         # every GPU pool of this fleet gets its GPUs through the device plugin; none through DRA
-        ({"allocation_mode": "device-plugin", "cloud": "gke"}, [("gcp", "mig"), ("gcp", "shared"), ("gcp", "spare")]),
+        (
+            {"allocation_mode": "device-plugin", "cloud": "gke"},
+            [("gcp", "mig"), ("gcp", "shared"), ("gcp", "spare")],
+        ),
         ({"allocation_mode": "dra"}, []),
     ],
 )

@@ -604,7 +604,8 @@ def test_catalog_ls_shows_each_pool_s_allocation_mode_once_a_dra_pool_is_listed(
     console.print(pools_table(store.live_pools()))
     rows = {
         cells[2]: cells[7]
-        for line in console.export_text().splitlines()        if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 11
+        for line in console.export_text().splitlines()
+        if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 11
     }
     assert rows == {
         "a100-mig": "device-plugin",
