@@ -8,6 +8,10 @@ comments, key order and quoting stay as they were and the output diffs cleanly a
 A manifest whose containers reach GPUs outside the scheduler's device accounting (an
 `NVIDIA_VISIBLE_DEVICES` in their env, `privileged: true`) is refused: merging a slice into it would
 look right and pile pods onto one GPU (docs/FACTS.md, "Device accounting").
+
+On a DRA pool the pod claims its devices instead: the placement's claim goes into each pod spec's
+resourceClaims and the container's resources.claims, and a container still asking for a GPU
+through the device plugin (off on those nodes) is refused.
 """
 
 from __future__ import annotations

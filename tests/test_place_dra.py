@@ -473,3 +473,12 @@ def test_the_cli_refuses_a_device_plugin_limit_on_a_dra_pool(store: Store, tmp_p
     assert result.stderr.startswith(
         f"error: {manifest}:4: Pod p: container c asks for nvidia.com/gpu through"
     )
+
+
+@pytest.mark.parametrize("case", list(EVERY_DRA_CASE))
+def test_the_json_is_what_the_openapi_document_says_of_api_place(store: Store, case: str):
+    import jsonschema
+
+    from provisioner.catalog import schemas
+
+    jsonschema.validate(place(store, EVERY_DRA_CASE[case][0]).json(), schemas.placement())
