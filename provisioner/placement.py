@@ -44,7 +44,9 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from provisioner import hardware
 from provisioner.capacity import ISOLATION_LEVELS, resource_of, sharing_text
+from provisioner.claims import CLAIM, DeviceAsk, claim_notes, claim_object, pod_claim
 from provisioner.errors import NoPlacement
+from provisioner.nvidia import dra_device_class
 from provisioner.request import Request
 from provisioner.tiers import TIERS, Standing, standing, unknown_reason
 
@@ -121,10 +123,38 @@ class Placement:
     warnings: list[str]
     capacity: dict[str, Any] = field(default_factory=dict)  # `place --json`'s "capacity"
     tier_why: str = ""  # the tier, and why, in words
+    # On a DRA pool: what the pod claims (no limits then), and the shared claim it names, if shared.
+    device: DeviceAsk | None = None
+    share: str | None = None
+    namespace: str | None = None  # the claim's, where `place --namespace` names it
+    share_read: bool = False  # the shared claim was chosen from the cluster's claims (--live)
+
+    @property
+    def claim(self) -> dict[str, Any] | None:
+        """On a DRA pool, the object to apply before the pod: a ResourceClaimTemplate, or the
+        shared ResourceClaim."""
+        return None if self.device is None else claim_object(self.device, self.share, self.namespace)
+
+    @property
+    def pod_claims(self) -> list[dict[str, str]]:
+        """The pod spec's resourceClaims (none on a device-plugin pool)."""
+        return [] if self.device is None else [pod_claim(self.device, self.share)]
+
+    @property
+    def notes(self) -> list[str]:
+        """On a DRA pool, what each object is for and, for a share, how pods find its claim."""
+        return [] if self.device is None else claim_notes(self.device, self.share, self.share_read)
+
+    def resources(self) -> dict[str, Any]:
+        """The container's resources: the GPU limit, or on a DRA pool the claim it uses."""
+        if self.device is None:
+            return {"limits": dict(self.limits)}
+        return {"claims": [{"name": CLAIM}]}
 
     def json(self) -> dict[str, Any]:
-        """`place --json` (DESIGN.md): pod-spec fields by their Kubernetes names."""
-        return {
+        """`place --json` (DESIGN.md): pod-spec fields by their Kubernetes names; on a DRA pool
+        also the pod's resourceClaims and the claim object, with an empty limits."""
+        shown = {
             "cluster": self.cluster,
             "cloud": self.cloud,
             "pool": self.pool,
@@ -136,11 +166,21 @@ class Placement:
             **self.pod_fields,
             "capacity": dict(self.capacity),
         }
+        if self.device is not None:
+            shown["resources"] |= self.resources()
+            shown |= {
+                "allocation_mode": "dra",
+                "resourceClaims": self.pod_claims,
+                "claim": self.claim,
+                "notes": self.notes,
+            }
+        return shown
 
     def fragment(self) -> dict[str, Any]:
         """What the pod needs: `resources` goes on the container, the rest on the pod spec."""
         return {
-            "resources": {"limits": dict(self.limits)},
+            "resources": self.resources(),
+            **({"resourceClaims": self.pod_claims} if self.device is not None else {}),
             "nodeSelector": dict(self.node_selector),
             "tolerations": [dict(t) for t in self.tolerations],
             **self.pod_fields,
@@ -434,7 +474,8 @@ def _placement(offer: Offer, others: int) -> Placement:
     cloud = hardware.load().clouds[row["cloud"]]
     rules = cloud.placement
     assert rules is not None  # _offer refuses clouds without rules
-    limits = {resource_of(row): offer.quantity}
+    device = _device_ask(row, offer.quantity)
+    limits = {resource_of(row): offer.quantity} if device is None else {}
     compute_share = row["slice_unit"] == "GiB" and row["isolation"] == rules.compute_share_isolation
     if rules.compute_share_resource and compute_share:
         per_gpu = row["slices_per_node"] // max(row["gpus_per_node"], 1)
@@ -442,9 +483,10 @@ def _placement(offer: Offer, others: int) -> Placement:
     pool_label = cloud.pool_label
     assert pool_label is not None  # _unplaceable refuses clouds without one
     selector = {pool_label.key: row["pool"] if pool_label.value == "name" else row["cloud_id"]}
-    if row["mig"] and rules.mig_label:
+    plugin = device is None  # the cloud's own MIG and sharing labels and pod fields are the device plugin's
+    if plugin and row["mig"] and rules.mig_label:
         selector[rules.mig_label] = row["mig"]
-    if row["sharing"] in rules.sharing_strategy_values and rules.sharing_strategy_label:
+    if plugin and row["sharing"] in rules.sharing_strategy_values and rules.sharing_strategy_label:
         selector[rules.sharing_strategy_label] = rules.sharing_strategy_values[row["sharing"]]
         if rules.sharing_clients_label and row["replicas"]:
             selector[rules.sharing_clients_label] = str(row["replicas"])
@@ -461,7 +503,7 @@ def _placement(offer: Offer, others: int) -> Placement:
         limits=limits,
         node_selector=selector,
         tolerations=[toleration(t) for t in taints],
-        pod_fields=dict(rules.pod_spec.get(row["sharing"], {})),
+        pod_fields=dict(rules.pod_spec.get(row["sharing"], {})) if plugin else {},
         capacity_at_max=offer.capacity_at_max,
         max_nodes=_nodes(row),
         why=describe(row),
@@ -469,6 +511,23 @@ def _placement(offer: Offer, others: int) -> Placement:
         warnings=_warnings(row),
         capacity=_capacity(offer),
         tier_why=_tier_why(offer),
+        device=device,
+        share=device.share_name() if device is not None and device.shared else None,
+    )
+
+
+def _device_ask(row: Mapping[str, Any], quantity: int) -> DeviceAsk | None:
+    """On a DRA pool, what the pod claims: `quantity` devices of the pool's DeviceClass (one, where
+    they are MIG devices or shared); None on a device-plugin pool."""
+    if row.get("allocation_mode") != "dra":
+        return None
+    return DeviceAsk(
+        pool=row["pool"],
+        device_class=dra_device_class(bool(row["mig"])),
+        count=quantity if not row["mig"] and row["sharing"] == "exclusive" else 1,
+        mig=row["mig"],
+        sharing=row["sharing"],
+        replicas=row["replicas"],
     )
 
 
@@ -501,6 +560,9 @@ def _tier_why(offer: Offer) -> str:
     )
     if offer.tier == "unknown":
         growth = f"; if none is free, {grows}" if found.nodes_now is not None else ""
+        if offer.row.get("allocation_mode") == "dra":
+            why = "the tool does not count a DRA pool's devices in use yet (ResourceClaims)"
+            return f"free devices unknown: {why}{growth}"
         return f"free slices unknown: {unknown_reason(found.allocation)}{growth}"
     return f"can grow: no slice free for it by {_allocation_source(offer.row)}; {grows}"
 

@@ -8,6 +8,10 @@ comments, key order and quoting stay as they were and the output diffs cleanly a
 A manifest whose containers reach GPUs outside the scheduler's device accounting (an
 `NVIDIA_VISIBLE_DEVICES` in their env, `privileged: true`) is refused: merging a slice into it would
 look right and pile pods onto one GPU (docs/FACTS.md, "Device accounting").
+
+On a DRA pool the pod claims its devices instead: the placement's claim goes into each pod spec's
+resourceClaims and the container's resources.claims, and a container still asking for a GPU
+through the device plugin (off on those nodes) is refused.
 """
 
 from __future__ import annotations
@@ -311,6 +315,9 @@ def _merge_spec(spec: CommentedMap, placement: Placement, container: str | None,
     if not isinstance(containers, CommentedSeq) or not containers:
         raise BadRequest(f"{where}: no containers")
     known = gpu_resources()
+    if placement.device is not None:
+        _merge_claims(spec, containers, placement, container, where, known)
+        return
     targets = _targets(containers, container, known)
     if not targets and container is not None:
         names = ", ".join(str(c.get("name")) for c in containers if isinstance(c, CommentedMap))
@@ -327,6 +334,63 @@ def _merge_spec(spec: CommentedMap, placement: Placement, container: str | None,
         if key in spec and spec[key] != value:
             raise BadRequest(f"{where}: {key} is {spec[key]!r}; pods on this pool need {value!r}")
         spec[key] = value
+
+
+def _merge_claims(  # noqa: PLR0917 (the spec, its containers, and what _merge_spec was given)
+    spec: CommentedMap,
+    containers: CommentedSeq,
+    placement: Placement,
+    container: str | None,
+    where: str,
+    known: set[str],
+) -> None:
+    """A DRA pool's side of the pod: its claim in resourceClaims, used by the named container or
+    every container; node selector and tolerations as for any pool. A container asking for a GPU
+    through the device plugin is refused: the device plugin is off on a DRA pool's nodes."""
+    for key, noun in _CONTAINER_LISTS.items():
+        listed = spec.get(key)
+        for item in listed if isinstance(listed, CommentedSeq) else []:
+            if not isinstance(item, CommentedMap):
+                continue
+            asked = _gpu_limits(item, known) + _gpu_requests(item, known)
+            if asked:
+                raise BadRequest(
+                    f"{where}: {noun} {_name(item.get('name', '?'))} asks for {asked[0]} through the "
+                    f"device plugin, which is off on DRA pool {placement.pool}'s nodes: remove it; "
+                    "place gives the container a claim of the pool's devices instead"
+                )
+    listed = [c for c in containers if isinstance(c, CommentedMap)]
+    targets = listed if container is None else [c for c in listed if c.get("name") == container]
+    if not targets:
+        names = ", ".join(str(c.get("name")) for c in listed)
+        raise BadRequest(f"{where}: no container named {container!r}; it has {names}")
+    (wanted,) = placement.pod_claims
+    claims = spec.get("resourceClaims")
+    if not isinstance(claims, CommentedSeq):
+        claims = spec["resourceClaims"] = CommentedSeq()
+    same = [c for c in claims if isinstance(c, CommentedMap) and c.get("name") == wanted["name"]]
+    if same and dict(same[0]) != wanted:
+        raise BadRequest(
+            f"{where}: resourceClaims {wanted['name']} is {dict(same[0])!r}; the chosen pool needs {wanted!r}"
+        )
+    if not same:
+        claims.append(CommentedMap(wanted))
+    for target in targets:
+        resources = target.get("resources")
+        if not isinstance(resources, CommentedMap):
+            resources = target["resources"] = CommentedMap()
+        used = resources.get("claims")
+        if not isinstance(used, CommentedSeq):
+            used = resources["claims"] = CommentedSeq()
+        if not any(isinstance(c, CommentedMap) and c.get("name") == wanted["name"] for c in used):
+            used.append(CommentedMap({"name": wanted["name"]}))
+    _merge_selector(spec, placement.node_selector, where)
+    _merge_tolerations(spec, placement.tolerations)
+
+
+def _gpu_requests(container: CommentedMap, known: set[str]) -> list[str]:
+    requests = (container.get("resources") or {}).get("requests") or {}
+    return [name for name in requests if _is_gpu(name, known)]
 
 
 def _targets(containers: Any, container: str | None, known: set[str]) -> list[CommentedMap]:

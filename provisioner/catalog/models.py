@@ -67,6 +67,9 @@ class PoolRow(Base):
     slice_unit: Mapped[str] = mapped_column(
         String(8), server_default="slice"
     )  # slice, or GiB (memory sharing)
+    # How the pool's GPUs reach pods: device-plugin (extended resources) or dra (ResourceClaims
+    # naming a DeviceClass); not "allocation", which is the slices pods hold (allocation_at...).
+    allocation_mode: Mapped[str] = mapped_column(String(16), server_default="device-plugin")
     cloud_id: Mapped[str | None] = mapped_column(String(100))  # the cloud's own pool ID (ACK np...)
     min_nodes: Mapped[int]
     max_nodes: Mapped[int]

@@ -28,13 +28,14 @@ class PoolFilter:
     sharing: str | None = None
     isolation: str | None = None
     min_free_slices: int | None = None
+    allocation_mode: str | None = None  # device-plugin | dra
 
     def matches(self, pool: dict[str, Any]) -> bool:
         gpu_filters = (self.gpu, self.mig, self.sharing, self.isolation, self.min_free_slices)
-        if not pool["gpu"] and any(f is not None for f in gpu_filters):
+        if not pool["gpu"] and any(f is not None for f in (*gpu_filters, self.allocation_mode)):
             return False  # a pool without GPUs shares nothing: a GPU filter never lists it
         exact = {"cloud": self.cloud, "cluster": self.cluster, "sharing": self.sharing}
-        exact |= {"isolation": self.isolation}
+        exact |= {"isolation": self.isolation, "allocation_mode": self.allocation_mode}
         if any(wanted is not None and pool[key] != wanted for key, wanted in exact.items()):
             return False
         # GPU models and MIG profiles are typed by people: "a100 80gb" is "A100 80GB".

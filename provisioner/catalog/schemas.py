@@ -17,6 +17,7 @@ MOMENT = {"type": "string", "format": "date-time"}
 CLUSTER_STATUSES = ("ok", "error", "new")
 SLICE_UNITS = ("slice", "GiB")
 SHARINGS = ("exclusive", "time-slicing", "mps", "memory")
+ALLOCATION_MODES = ("device-plugin", "dra")  # fleet.py's gpu.allocation
 DRIFT_KINDS = (*dict.fromkeys(a.drift for a in ACTIONS), "conflict")
 _TYPES = ((Boolean, "boolean"), (Integer, "integer"), (Float, "number"), (String, "string"), (Text, "string"))
 # Columns whose values are one of a few words, or a JSON document of a known shape.
@@ -24,6 +25,7 @@ _SHAPES: dict[str, dict[str, Any]] = {
     "sharing": {"enum": list(SHARINGS)},
     "isolation": {"enum": list(ISOLATION_LEVELS)},
     "slice_unit": {"enum": list(SLICE_UNITS)},
+    "allocation_mode": {"enum": list(ALLOCATION_MODES)},
     "status": {"enum": list(CLUSTER_STATUSES)},
     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
     "taints": {"type": "array", "items": {"type": "string"}},  # key=value:Effect
@@ -141,16 +143,25 @@ def drift() -> dict[str, Any]:
 
 def placement() -> dict[str, Any]:
     """`place --json` (placement.Placement.json): the pod-spec fields by their Kubernetes names;
-    beyond those named, what a cloud's pods need there (e.g. hostIPC for GKE's MPS)."""
+    beyond those named, what a cloud's pods need there (e.g. hostIPC for GKE's MPS). On a DRA pool
+    also: the container's resources.claims (limits empty), the pod's resourceClaims, the claim
+    object to apply first (a ResourceClaimTemplate, or a shared ResourceClaim) and notes."""
     strings = {"type": "object", "additionalProperties": {"type": "string"}}
     maybe = _nullable({"type": "integer"})
+    claims = {"type": "array", "items": _exact({"name": {"type": "string"}})}
+    limits = {"type": "object", "additionalProperties": {"type": "integer"}}
     named = {
         "cluster": {"type": "string"},
         "cloud": {"type": "string"},
         "pool": {"type": "string"},
         "isolation": {"enum": list(ISOLATION_LEVELS)},
         "slice": _exact({"memory_gb": {"type": "number"}, "unit": {"enum": list(SLICE_UNITS)}}),
-        "resources": _exact({"limits": {"type": "object", "additionalProperties": {"type": "integer"}}}),
+        "resources": {
+            "type": "object",
+            "properties": {"limits": limits, "claims": claims},
+            "required": ["limits"],
+            "additionalProperties": False,
+        },
         "nodeSelector": strings,
         "tolerations": {"type": "array", "items": strings},
         "capacity": _exact(
@@ -165,7 +176,30 @@ def placement() -> dict[str, Any]:
             }
         ),
     }
-    return {"type": "object", "properties": named, "required": list(named)}
+    pod_claim = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "resourceClaimTemplateName": {"type": "string"},
+            "resourceClaimName": {"type": "string"},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    dra = {
+        "allocation_mode": {"const": "dra"},
+        "resourceClaims": {"type": "array", "items": pod_claim},
+        "claim": {
+            "type": "object",
+            "properties": {
+                "apiVersion": {"const": "resource.k8s.io/v1"},
+                "kind": {"enum": ["ResourceClaimTemplate", "ResourceClaim"]},
+            },
+            "required": ["apiVersion", "kind", "metadata", "spec"],
+        },
+        "notes": {"type": "array", "items": {"type": "string"}},
+    }
+    return {"type": "object", "properties": named | dra, "required": list(named)}
 
 
 def healthy() -> dict[str, Any]:

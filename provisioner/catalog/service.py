@@ -52,7 +52,7 @@ from provisioner import render
 from provisioner.capacity import ISOLATION_LEVELS
 from provisioner.catalog import metrics, openapi, overview
 from provisioner.catalog.database import reason_of
-from provisioner.catalog.schemas import SHARINGS
+from provisioner.catalog.schemas import ALLOCATION_MODES, SHARINGS
 from provisioner.catalog.store import Store
 from provisioner.catalog.url import CatalogError, redacted
 from provisioner.catalog.views import capacity_rows, drift_lines, nodes_text, slicing_text
@@ -72,6 +72,7 @@ REALM = "provisioner catalog"
 Cloud = Literal[tuple(DRIVERS)]  # type: ignore[valid-type]
 Sharing = Literal[SHARINGS]  # type: ignore[valid-type]
 Isolation = Literal[ISOLATION_LEVELS]  # type: ignore[valid-type]
+AllocationMode = Literal[ALLOCATION_MODES]  # type: ignore[valid-type]
 
 
 class BadQuery(Exception):
@@ -194,8 +195,12 @@ async def _pool_filter(
         int | None,
         Query(ge=0, description="At least this many free slices (in the pool's unit) to its maximum size."),
     ] = None,
+    allocation_mode: Annotated[
+        AllocationMode | None,
+        Query(description="How GPUs reach pods: the device plugin, or DRA (ResourceClaims)."),
+    ] = None,
 ) -> overview.PoolFilter:
-    return overview.PoolFilter(cloud, cluster, gpu, mig, sharing, isolation, min_free_slices)
+    return overview.PoolFilter(cloud, cluster, gpu, mig, sharing, isolation, min_free_slices, allocation_mode)
 
 
 PoolQuery = Annotated[overview.PoolFilter, Depends(_pool_filter)]

@@ -212,7 +212,10 @@ def allocation_of(
     ids = {p.state.cloud_id: p.state.name for p in pools if p.state.cloud_id}  # ACK labels nodes by ID
     with kube.for_cluster(entry.cluster) as client:
         uses = inspect_cluster(client, all_pool_label_keys(), ids)
-    return pool_allocation(uses, {p.state.name: p.capacity.resource for p in pools})
+    # A DRA pool's devices are not in its nodes' allocatable (ResourceSlices and claims hold them):
+    # its DeviceClass counted there would say nothing is free, so its free devices stay unknown.
+    counted = {p.state.name: p.capacity.resource for p in pools if p.capacity.allocation_mode != "dra"}
+    return pool_allocation(uses, counted)
 
 
 def discover(

@@ -31,6 +31,9 @@ def slicing_text(pool: dict[str, Any]) -> str:
 
 
 def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
+    """The live pools; with an `allocation mode` column (device-plugin or dra) where any of them
+    is a DRA pool: a catalog of device-plugin pools alone keeps its narrower table."""
+    modes = any(p.get("allocation_mode") == "dra" for p in pools)
     table = Table(title="Catalog: live pools", title_justify="left")
     for column in (
         "cluster",
@@ -40,6 +43,7 @@ def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
         "GPU",
         "GPUs/node",
         "slicing",
+        *(("allocation mode",) if modes else ()),
         "slices/node",
         "GB/slice",
         "nodes",
@@ -48,6 +52,7 @@ def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
             column, justify="right" if column in ("GPUs/node", "slices/node", "GB/slice") else "left"
         )
     for p in pools:
+        mode = (p.get("allocation_mode") or "device-plugin") if p["gpu"] else "-"
         cells = (
             p["cluster"],
             p["cloud"],
@@ -56,6 +61,7 @@ def pools_table(pools: Sequence[dict[str, Any]]) -> Table:
             p["gpu"] or "-",
             str(p["gpus_per_node"]),
             slicing_text(p) if p["gpu"] else "-",
+            *((mode,) if modes else ()),
             _in_unit(p["slices_per_node"], p["slice_unit"]),
             f"{p['memory_per_slice_gb']:g}" if p["memory_per_slice_gb"] is not None else "-",
             nodes_text(p),

@@ -59,6 +59,18 @@ if TYPE_CHECKING:
     help="With --live: the fleet file whose entries say which kubeconfig context reaches each "
     "cluster [default: the context named as the catalog names the cluster].",
 )
+@click.option(
+    "--share-group",
+    metavar="NAME",
+    help="On a time-sliced or MPS DRA pool: pods placed with the same group share its claims "
+    "(<pool>-NAME-0, -1, ...) [default: share].",
+)
+@click.option(
+    "--namespace",
+    metavar="NS",
+    help="The namespace the pod and its claim go in: set on the claim object; with --live, where "
+    "shared claims are counted [default: the kubectl context's, counted in default].",
+)
 @kubeconfig_option
 @sandbox_option
 @click.pass_obj
@@ -81,10 +93,12 @@ def place(
     live: bool,
     fleet: str | None,
     kubeconfig: Path | None,
+    share_group: str | None,
+    namespace: str | None,
 ) -> None:
     """Pick the pool a fractional-GPU request lands on, from the catalog, and print what the pod
-    needs there (resource limit, node selector, tolerations), or the manifest with it merged."""
-    from provisioner.errors import BadRequest
+    needs there (resource limit, node selector, tolerations), or the manifest with it merged. On a
+    DRA pool: the ResourceClaimTemplate or shared ResourceClaim first, then the pod's claims."""
     from provisioner.placement import Request
     from provisioner.placement import place as choose
 
@@ -98,16 +112,15 @@ def place(
         cluster=cluster_name,
         pool=pool_name,
     )
-    if as_json and manifest:
-        raise BadRequest("--json prints the placement, --manifest the manifest: give one of them")
-    if container and not manifest:
-        raise BadRequest("--container names a container of the --manifest FILE; give --manifest too")
-    if (fleet or kubeconfig) and not live:
-        raise BadRequest("--fleet and --kubeconfig say how --live reaches the clusters; give --live too")
-    if allow_device_bypass and not manifest:
-        raise BadRequest(
-            "--allow-device-bypass is about the --manifest FILE's containers; give --manifest too"
-        )
+    _refuse_flags(
+        as_json=as_json,
+        manifest=manifest,
+        container=container,
+        live=live,
+        how_live=bool(fleet or kubeconfig),
+        allow_device_bypass=allow_device_bypass,
+        labels={"--share-group": share_group, "--namespace": namespace},
+    )
     source = "<stdin>" if manifest == "-" else str(manifest)
     text = _read_manifest(manifest, source) if manifest else None
     if text is not None:
@@ -121,24 +134,108 @@ def place(
     chosen = choose(_live(store, request, sandbox, fleet, kubeconfig) if live else store, request)
     for warning in chosen.warnings:
         click.echo(f"warning: {warning}", err=True)
+    chosen = _claimed(chosen, share_group, namespace, live, sandbox, fleet, kubeconfig)
     if as_json:
         click.echo(json.dumps(chosen.json(), indent=2))
         return
-    summary = _placement_lines(chosen)
-    if text is not None:
-        from provisioner.podspec import merge
-
-        merged = merge(
-            text, chosen, source=source, container=container, allow_device_bypass=allow_device_bypass
-        )
-        for line in summary:  # stderr: stdout is the manifest, for `| kubectl apply -f -`
-            click.echo(f"# {line}", err=True)
-        click.echo(merged, nl=False)
+    summary = _placement_lines(chosen) + [f"# {note}" for note in chosen.notes]
+    claim = "" if chosen.claim is None else _yaml(chosen.claim) + "---\n"
+    if text is None:
+        _print_fragment(chosen, summary, claim)
         return
+    from provisioner.podspec import merge
+
+    merged = merge(text, chosen, source=source, container=container, allow_device_bypass=allow_device_bypass)
+    for line in summary:  # stderr: stdout is the manifest, for `| kubectl apply -f -`
+        click.echo(line if line.startswith("# ") else f"# {line}", err=True)
+    if claim:
+        click.echo("# the claim object comes first: kubectl apply -f applies documents in order", err=True)
+        merged = claim + merged.removeprefix("---\n")
+    click.echo(merged, nl=False)
+
+
+def _print_fragment(chosen: Any, summary: list[str], claim: str) -> None:
+    """The placement in words, the claim object where the pool is a DRA pool, and the fragment."""
     for line in summary:
         click.echo(line)
-    click.echo("# resources go on the container; the rest on the pod spec")
+    if claim:
+        click.echo("# apply the claim object first; the pod fragment follows it")
+        click.echo("---\n" + claim, nl=False)
+        click.echo("# resources go on the container; resourceClaims and the rest on the pod spec")
+    else:
+        click.echo("# resources go on the container; the rest on the pod spec")
     click.echo(_yaml(chosen.fragment()), nl=False)
+
+
+def _refuse_flags(
+    *,
+    as_json: bool,
+    manifest: str | None,
+    container: str | None,
+    live: bool,
+    how_live: bool,
+    allow_device_bypass: bool,
+    labels: dict[str, str | None],
+) -> None:
+    """BadRequest for an option that needs another one, or a name that is no DNS label."""
+    from provisioner.claims import check_label
+    from provisioner.errors import BadRequest
+
+    if as_json and manifest:
+        raise BadRequest("--json prints the placement, --manifest the manifest: give one of them")
+    if container and not manifest:
+        raise BadRequest("--container names a container of the --manifest FILE; give --manifest too")
+    if how_live and not live:
+        raise BadRequest("--fleet and --kubeconfig say how --live reaches the clusters; give --live too")
+    if allow_device_bypass and not manifest:
+        raise BadRequest(
+            "--allow-device-bypass is about the --manifest FILE's containers; give --manifest too"
+        )
+    for flag, given in labels.items():
+        if given is not None and (problem := check_label(flag, given)) is not None:
+            raise BadRequest(problem)
+
+
+def _claimed(  # noqa: PLR0917 (place's options that say which shared claim)
+    chosen: Any,
+    group: str | None,
+    namespace: str | None,
+    live: bool,
+    sandbox: Path | None,
+    fleet: str | None,
+    kubeconfig: Path | None,
+) -> Any:
+    """`chosen` naming the shared claim pods of `group` find (with --live the first with room in
+    the namespace), its claim in `namespace`."""
+    import dataclasses
+
+    from provisioner.claims import SHARE_GROUP, first_with_room
+
+    device = chosen.device
+    if device is None:
+        if group is not None:
+            click.echo(f"warning: --share-group: pool {chosen.pool} is no shared DRA pool; ignored", err=True)
+        return chosen
+    if group is not None and not device.shared:
+        click.echo(
+            f"warning: --share-group: DRA pool {chosen.pool} gives each pod its own devices; ignored",
+            err=True,
+        )
+    read = False
+    share = None
+    if device.shared:
+        group = group or SHARE_GROUP
+        reserved: dict[str, int] = {}
+        if live:
+            from provisioner.kube.contexts import KubeAccess
+            from provisioner.kube.live import share_claims
+
+            reserved, error = share_claims(KubeAccess(kubeconfig, sandbox), chosen.cluster, fleet, namespace)
+            if error is not None:
+                click.echo(f"warning: {error}; the share's claim is the group's first", err=True)
+            read = error is None
+        share = device.share_name(group, first_with_room(device, reserved, group))
+    return dataclasses.replace(chosen, share=share, namespace=namespace, share_read=read)
 
 
 def _live(
@@ -198,7 +295,7 @@ def _placement_lines(chosen) -> list[str]:
         else "the only pool that fits"
     )
     # A memory scheduler's slice is what the pod asks for, not the pool's unit (one GiB).
-    amount = next(iter(chosen.limits.values()))
+    amount = next(iter(chosen.limits.values()), 0)  # none on a DRA pool: its pods claim devices
     gets = f"; this pod gets {amount} GiB ({chosen.slice_memory_gb} GB)" if chosen.slice_unit == "GiB" else ""
     return [
         f"Placed on cluster {chosen.cluster} ({chosen.cloud}), pool {chosen.pool}.",
@@ -214,6 +311,7 @@ def _yaml(document) -> str:
     from ruamel.yaml import YAML
 
     yaml = YAML(typ="safe", pure=True)
+    yaml.width = 4096  # a CEL expression reads best on one line
     yaml.default_flow_style = False
     yaml.sort_base_mapping_type_on_output = False  # keep the fragment's order
     buffer = io.StringIO()

@@ -31,11 +31,14 @@ def live_rows(
     live GPU pool) read now, and per cluster that did not answer, why."""
     gpu_rows = [r for r in rows if r.get("gpu") and r.get("deleted_at") is None]
     names = sorted({r["cluster"] for r in gpu_rows} if asked is None else set(asked))
+    # A DRA pool's devices are not in its nodes' allocatable (ResourceSlices and claims hold them):
+    # counting its DeviceClass there would say nothing is free; its free devices stay unknown.
+    counted = [r for r in gpu_rows if r.get("allocation_mode") != "dra"]
     targets = [
         (
             name,
             (fleet_clusters or {}).get(name),
-            {r["pool"]: (resource_of(r), r.get("cloud_id")) for r in gpu_rows if r["cluster"] == name},
+            {r["pool"]: (resource_of(r), r.get("cloud_id")) for r in counted if r["cluster"] == name},
         )
         for name in names
     ]
@@ -48,7 +51,7 @@ def live_rows(
     shown = []
     for given in rows:
         row = dict(given)
-        if row["cluster"] in read:
+        if row["cluster"] in read and row.get("allocation_mode") != "dra":
             found = read[row["cluster"]].get(row["pool"])
             row |= {
                 "k8s_nodes": found.nodes if found else 0,
@@ -76,3 +79,29 @@ def _read(
     except KubeUnreachable as error:
         return None, str(error)
     return pool_allocation(uses, {pool: resource for pool, (resource, _) in pools.items()}), None
+
+
+def share_claims(
+    access: KubeAccess, cluster: str, fleet: str | None, namespace: str | None
+) -> tuple[dict[str, int], str | None]:
+    """The ResourceClaims in `namespace` (default: default) of the catalog's cluster `cluster`, by
+    name, each with the pods it is reserved for (status.reservedFor); or {} and why they could not
+    be read (a cluster before Kubernetes 1.34 does not serve resource.k8s.io/v1)."""
+    entry = None
+    if fleet is not None:
+        from provisioner.fleet import load
+
+        entry = next((c for c in load(fleet).clusters if c.name == cluster), None)
+    where = namespace or "default"
+    try:
+        with access.for_cluster(entry) if entry is not None else access.connect(cluster, cluster) as kube:
+            from kubernetes import client
+
+            resource = client.ResourceV1Api(kube._core.api_client)  # the Kube's own connection
+            listed = kube._call(resource.list_namespaced_resource_claim, where)
+    except KubeUnreachable as error:
+        return {}, f"cannot read the ResourceClaims in namespace {where}: {error}"
+    return {
+        item["metadata"]["name"]: len((item.get("status") or {}).get("reservedFor") or [])
+        for item in listed.get("items", [])
+    }, None

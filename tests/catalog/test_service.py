@@ -175,6 +175,12 @@ def test_one_pool_by_cluster_and_name(seeded: Seeded):
         ({"min_free_slices": "2", "cloud": "aks"}, [("azure", "mig"), ("azure", "shared")]),
         ({"min_free_slices": "0", "cluster": "aws"}, [("aws", "mig"), ("aws", "shared"), ("aws", "spare")]),
         ({"cloud": "ack"}, []),
+        # every GPU pool of this fleet gets its GPUs through the device plugin; none through DRA
+        (
+            {"allocation_mode": "device-plugin", "cloud": "gke"},
+            [("gcp", "mig"), ("gcp", "shared"), ("gcp", "spare")],
+        ),
+        ({"allocation_mode": "dra"}, []),
     ],
 )
 def test_pool_filters(seeded: Seeded, query: dict[str, str], expected: list[tuple[str, str]]):
@@ -229,9 +235,14 @@ def test_head_is_get_without_the_body(seeded: Seeded):
         ),
         (
             "/api/pools",
+            {"allocation_mode": "plugin"},
+            "allocation_mode: Input should be 'device-plugin' or 'dra' (got 'plugin')",
+        ),
+        (
+            "/api/pools",
             {"clod": "aks"},
             "unknown query parameter 'clod': "
-            "it takes cloud, cluster, gpu, isolation, mig, min_free_slices, sharing",
+            "it takes allocation_mode, cloud, cluster, gpu, isolation, mig, min_free_slices, sharing",
         ),
         ("/api/capacity", {"cloud": "aks"}, "unknown query parameter 'cloud': it takes cluster"),
         ("/api/clusters", {"x": "1"}, "unknown query parameter 'x': it takes none"),
@@ -292,6 +303,7 @@ def test_the_openapi_document_lists_every_route(seeded: Seeded):
     parameters = {p["name"] for p in document["paths"]["/api/pools"]["get"]["parameters"]}
     assert parameters == {
         *("cloud", "cluster", "gpu", "mig", "sharing", "isolation", "min_free_slices"),
+        "allocation_mode",
         "If-None-Match",
     }
     place = {p["name"] for p in document["paths"]["/api/place"]["get"]["parameters"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from click.testing import CliRunner, Result
+from rich.console import Console
 from sqlalchemy import text
 
 from provisioner.capacity import capacity
@@ -23,11 +25,12 @@ from provisioner.catalog.listing import Allocation, ClusterIdentity, DriftFindin
 from provisioner.catalog.models import Base
 from provisioner.catalog.store import Store
 from provisioner.catalog.url import CatalogError, redacted
+from provisioner.catalog.views import pools_table
 from provisioner.cli import main
 from provisioner.compile import compile_file, desired_state
 from tests.conftest import EXAMPLES
 
-HEAD = "0007"  # the newest migration
+HEAD = "0008"  # the newest migration
 IDENTITY = ClusterIdentity("gcp-ml", "gke", "my-project", "us-central1", "ml-gke")
 
 
@@ -525,3 +528,88 @@ def test_migration_0007_upgrades_a_catalog_without_losing_its_rows(catalog_url: 
     # The next listing fills them.
     store.record_cluster(IDENTITY, pools, [], at + timedelta(seconds=1))
     assert {p["grows_from_zero"] for p in store.live_pools()} == {True}
+
+
+DRA = ClusterIdentity("azure-dra", "aks", "sub", "ml", "ml-aks")
+
+
+def test_migration_0008_gives_rows_written_before_the_device_plugin_and_goes_back_down(catalog_url: str):
+    """A catalog at 0007 (before pools kept how GPUs reach their pods) with pools and allocation in
+    it: upgraded, every row is kept and reads device-plugin (the tool compiled no DRA pool then);
+    the next listing writes what it reads back, dra for a DRA pool; downgraded, the column goes."""
+    from alembic import command
+    from alembic.config import Config
+
+    from provisioner.catalog.database import MIGRATIONS
+
+    store = Store(catalog_url)
+    store.migrate()
+    pools, at = observed(), datetime.now(UTC)
+    allocation = {pools[0].state.name: Allocation(nodes=1, advertised=7, allocated=2)}
+    store.record_cluster(IDENTITY, pools, [], at, allocation=allocation)
+    store.record_cluster(DRA, observed("dra.yaml", "azure-dra"), [], at)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0007")
+        columns = {c["name"] for c in conn.dialect.get_columns(conn, "pools")}
+        assert "allocation_mode" not in columns
+        before = conn.execute(text("SELECT * FROM pools ORDER BY id")).mappings().all()
+    store.migrate()
+    with store.engine.begin() as conn:
+        after = conn.execute(text("SELECT * FROM pools ORDER BY id")).mappings().all()
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [HEAD]
+    assert [{k: v for k, v in row.items() if k in before[0]} for row in after] == [dict(r) for r in before]
+    assert {row["allocation_mode"] for row in after} == {"device-plugin"}
+    # The next listings write what each pool is.
+    store.record_cluster(IDENTITY, pools, [], at + timedelta(seconds=1))
+    store.record_cluster(DRA, observed("dra.yaml", "azure-dra"), [], at + timedelta(seconds=1))
+    assert {(p["cluster"], p["pool"]): p["allocation_mode"] for p in store.live_pools()} == {
+        ("gcp-ml", "a100-mig"): "device-plugin",
+        ("gcp-ml", "l4-timeshare"): "device-plugin",
+        ("azure-dra", "a100dra"): "dra",
+        ("azure-dra", "t4drats"): "dra",
+    }
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0007")
+        assert "allocation_mode" not in {c["name"] for c in conn.dialect.get_columns(conn, "pools")}
+        assert len(conn.execute(text("SELECT id FROM pools")).all()) == len(after)
+
+
+def test_catalog_ls_shows_each_pool_s_allocation_mode_once_a_dra_pool_is_listed(catalog_url: str):
+    """`catalog ls --json` always carries allocation_mode; the table gains its column only where a
+    DRA pool is listed, so a catalog of device-plugin pools keeps its narrower table."""
+    store = Store(catalog_url)
+    store.migrate()
+    at = datetime.now(UTC)
+    store.record_cluster(IDENTITY, observed(), [], at)
+    plugin_only = _ls(catalog_url)
+    assert plugin_only.exit_code == 0, plugin_only.output
+    assert "allocation" not in plugin_only.stdout
+    store.record_cluster(DRA, observed("dra.yaml", "azure-dra"), [], at)
+    listed = CliRunner().invoke(
+        main, ["catalog", "ls", "--catalog", catalog_url, "--json"], env={"PROVISIONER_SANDBOX": ""}
+    )
+    assert listed.exit_code == 0, listed.output
+    assert {r["pool"]: r["allocation_mode"] for r in json.loads(listed.stdout)} == {
+        "a100-mig": "device-plugin",
+        "l4-timeshare": "device-plugin",
+        "a100dra": "dra",
+        "t4drats": "dra",
+    }
+    assert "allocation" in _ls(catalog_url).stdout  # the column's header, however wide the terminal
+    console = Console(record=True, width=240)
+    console.print(pools_table(store.live_pools()))
+    rows = {
+        cells[2]: cells[7]
+        for line in console.export_text().splitlines()
+        if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 11
+    }
+    assert rows == {
+        "a100-mig": "device-plugin",
+        "l4-timeshare": "device-plugin",
+        "a100dra": "dra",
+        "t4drats": "dra",
+    }

@@ -1,0 +1,80 @@
+"""Issue 28's `place` as a user meets it: examples/dra.yaml applied to a running `sandbox serve`,
+synced into its catalog (each pool's allocation_mode read back from the cloud), then `place` on
+each DRA pool: the claim object and the pod's claims, as JSON and merged into a manifest, each
+object valid for Kubernetes 1.34. The sandbox's Kubernetes API does not serve resource.k8s.io/v1
+on this branch: the objects are checked with kubernetes-validate, not sent."""
+
+from __future__ import annotations
+
+import json
+
+import kubernetes_validate
+import pytest
+from ruamel.yaml import YAML
+
+from tests.clis.conftest import Served, ok
+from tests.conftest import EXAMPLES
+
+FLEET = (EXAMPLES / "dra.yaml").read_text(encoding="utf-8")
+KUBERNETES_VERSION = "1.34"
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: notebook}
+spec:
+  containers:
+    - {name: main, image: busybox, command: [sleep, infinity]}
+"""
+# Per DRA pool: what its pod asks for, and the claim object's kind and device class.
+PLACED = {
+    ("azure-dra", "a100dra"): (["--mig", "1g.10gb"], "ResourceClaimTemplate", "mig.nvidia.com"),
+    ("azure-dra", "t4drats"): (["--gpu-memory", "4GB"], "ResourceClaim", "gpu.nvidia.com"),
+    ("gcp-dra", "l4-dra"): (["--gpus", "2"], "ResourceClaimTemplate", "gpu.nvidia.com"),
+    ("aws-dra", "p4de-dra"): (["--mig", "2g.20gb"], "ResourceClaimTemplate", "mig.nvidia.com"),
+    ("aws-dra", "g5-dra-ts"): (["--gpu-memory", "6GB"], "ResourceClaim", "gpu.nvidia.com"),
+    ("ali-dra", "a10-dra"): (["--gpus", "1"], "ResourceClaimTemplate", "gpu.nvidia.com"),
+}
+
+
+@pytest.fixture(scope="module")
+def synced(served: Served) -> Served:
+    ok(served.provisioner("apply", str(served.fleet), "--auto-approve"))
+    ok(served.provisioner("sync", str(served.fleet)))
+    return served
+
+
+def test_sync_records_every_pool_of_the_example_as_a_dra_pool(synced: Served):
+    listed = json.loads(ok(synced.provisioner("catalog", "ls", "--json")))
+    gpu_pools = {(r["cluster"], r["pool"]): r["allocation_mode"] for r in listed if r["gpu"]}
+    assert gpu_pools == dict.fromkeys(PLACED, "dra")
+    assert "allocation" in ok(synced.provisioner("catalog", "ls"))  # the column, however wrapped
+
+
+@pytest.mark.parametrize(("cluster", "pool"), sorted(PLACED))
+def test_place_on_each_dra_pool_gives_a_claim_and_the_pod_s_claims(synced: Served, cluster: str, pool: str):
+    asked, kind, device_class = PLACED[(cluster, pool)]
+    where = ["--cluster", cluster, "--pool", pool]
+    shown = json.loads(ok(synced.provisioner("place", *asked, *where, "--json")))
+    assert (shown["pool"], shown["allocation_mode"]) == (pool, "dra")
+    assert shown["resources"] == {"limits": {}, "claims": [{"name": "gpu"}]}
+    claim = shown["claim"]
+    assert claim["kind"] == kind
+    devices = claim["spec"]["devices"] if kind == "ResourceClaim" else claim["spec"]["spec"]["devices"]
+    assert devices["requests"][0]["exactly"]["deviceClassName"] == device_class
+    kubernetes_validate.validate(claim, KUBERNETES_VERSION, strict=True)
+    manifest = synced.directory.parent / f"pod-{pool}.yaml"
+    manifest.write_text(POD, encoding="utf-8")
+    merged = ok(synced.provisioner("place", *asked, *where, "--manifest", str(manifest)))
+    first, pod = [d for d in YAML(typ="safe").load_all(merged) if d is not None]
+    assert first == claim  # applied first: the pod names it
+    for document in (first, pod):
+        kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+    assert pod["spec"]["resourceClaims"] == shown["resourceClaims"]
+    assert pod["spec"]["nodeSelector"] == shown["nodeSelector"]  # the pool's nodes, by the synced ID on ACK
+    assert pod["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
+
+
+def test_live_on_a_share_names_the_first_claim_of_the_group_none_exist_yet(synced: Served):
+    done = synced.provisioner("place", "--gpu-memory", "4GB", "--pool", "t4drats", "--live", "--json")
+    shown = json.loads(ok(done))
+    assert shown["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "t4drats-share-0"}]
