@@ -121,5 +121,5 @@ def resource_of(row: Mapping[str, Any]) -> str:
     """The resource a catalog pool's nodes advertise its slices as, and its pods ask for."""
     cloud = hardware.load().clouds[row["cloud"]]
     if row.get("allocation_mode") == "dra":  # the DeviceClass: MIG devices or whole GPUs
-        return dra_device_class(bool(row.get("mig_profile")))
+        return dra_device_class(bool(row.get("mig")))
     return marks(cloud, None, row["sharing"], row["replicas"], isolation=row["isolation"]).resource
