@@ -78,3 +78,116 @@ def test_live_on_a_share_names_the_first_claim_of_the_group_none_exist_yet(synce
     done = synced.provisioner("place", "--gpu-memory", "4GB", "--pool", "t4drats", "--live", "--json")
     shown = json.loads(ok(done))
     assert shown["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "t4drats-share-0"}]
+
+
+def _wait(check, what: str, tries: int = 100) -> None:
+    import time
+
+    for _ in range(tries):
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} did not happen")
+
+
+@pytest.fixture(scope="module")
+def with_driver(synced: Served) -> Served:
+    """Each cluster's DRA driver installed with the values `render` gives, its DeviceClasses applied."""
+    rendered = synced.directory.parent / "rendered"
+    ok(synced.provisioner("render", str(synced.fleet), "--out-dir", str(rendered)))
+    for cluster in {c for c, _ in PLACED}:
+        values = rendered / cluster / "dra-driver-values.yaml"
+        sandbox = str(synced.directory)
+        ok(
+            synced.provisioner(
+                "sandbox", "install-dra-driver", "--dir", sandbox, "--cluster", cluster, "-f", str(values)
+            )
+        )
+        classes = rendered / cluster / "dra-device-classes.yaml"
+        if classes.exists():
+            assert "created" in ok(synced.kubectl(cluster, "apply", "-f", str(classes)))
+    return synced
+
+
+@pytest.mark.parametrize(("cluster", "pool"), sorted(PLACED))
+def test_the_placed_pod_runs_on_its_pool_with_the_device_its_claim_asks_for(
+    with_driver: Served, cluster: str, pool: str
+):
+    asked = PLACED[(cluster, pool)][0]
+    manifest = with_driver.directory.parent / f"run-{pool}.yaml"
+    manifest.write_text(POD.replace("name: notebook", f"name: run-{pool}"), encoding="utf-8")
+    placed = with_driver.directory.parent / f"placed-{pool}.yaml"
+    placed.write_text(
+        ok(
+            with_driver.provisioner(
+                "place", *asked, "--cluster", cluster, "--pool", pool, "--manifest", str(manifest)
+            )
+        ),
+        encoding="utf-8",
+    )
+    ok(with_driver.kubectl(cluster, "apply", "-f", str(placed)))
+
+    def pod() -> dict:
+        return json.loads(ok(with_driver.kubectl(cluster, "get", "pod", f"run-{pool}", "-o", "json")))
+
+    _wait(lambda: pod()["status"].get("phase") == "Running", f"pod run-{pool} running")
+    claims = json.loads(ok(with_driver.kubectl(cluster, "get", "resourceclaims", "-o", "json")))["items"]
+    mine = [c for c in claims if any(r["name"] == f"run-{pool}" for r in c["status"].get("reservedFor", []))]
+    [claim] = mine
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert len(results) == (int(asked[1]) if "--gpus" in asked else 1)
+    node = pod()["spec"]["nodeName"]
+    slices = json.loads(
+        ok(
+            with_driver.kubectl(
+                cluster, "get", "resourceslices", "--field-selector", f"spec.nodeName={node}", "-o", "json"
+            )
+        )
+    )["items"]
+    devices = {d["name"]: d for s in slices for d in s["spec"]["devices"]}
+    for result in results:
+        assert (result["driver"], result["pool"]) == ("gpu.nvidia.com", node)  # a device of the pod's node
+        attributes = devices[result["device"]]["attributes"]
+        if "--mig" in asked:
+            assert attributes["profile"]["string"] == asked[1]
+        else:
+            assert attributes["type"]["string"] == "gpu"
+    allocatable = json.loads(ok(with_driver.kubectl(cluster, "get", "node", node, "-o", "json")))["status"][
+        "allocatable"
+    ]
+    assert (
+        "nvidia.com/gpu" not in allocatable or allocatable["nvidia.com/gpu"] == "0"
+    )  # the device plugin is off
+
+
+def test_pods_placed_on_a_time_sliced_pool_share_one_claim_and_one_gpu(with_driver: Served):
+    cluster, pool = "aws-dra", "g5-dra-ts"
+    for name in ("share-a", "share-b"):
+        manifest = with_driver.directory.parent / f"{name}.yaml"
+        manifest.write_text(POD.replace("name: notebook", f"name: {name}"), encoding="utf-8")
+        placed = ok(
+            with_driver.provisioner(
+                "place", "--gpu-memory", "6GB", "--pool", pool, "--manifest", str(manifest)
+            )
+        )
+        manifest.write_text(placed, encoding="utf-8")
+        ok(with_driver.kubectl(cluster, "apply", "-f", str(manifest)))
+
+    def claim() -> dict:
+        return json.loads(
+            ok(with_driver.kubectl(cluster, "get", "resourceclaim", f"{pool}-share-0", "-o", "json"))
+        )
+
+    def reserving() -> set[str]:
+        return {r["name"] for r in claim()["status"].get("reservedFor", [])}
+
+    _wait(lambda: {"share-a", "share-b"} <= reserving(), "both pods reserving the claim")
+    pods = [
+        json.loads(ok(with_driver.kubectl(cluster, "get", "pod", n, "-o", "json")))
+        for n in ("share-a", "share-b")
+    ]
+    assert pods[0]["spec"]["nodeName"] == pods[1]["spec"]["nodeName"]  # one claim: one device, one node
+    [result] = claim()["status"]["allocation"]["devices"]["results"]
+    [config] = claim()["status"]["allocation"]["devices"]["config"]
+    assert config["opaque"]["parameters"]["sharing"]["strategy"] == "TimeSlicing"
+    assert result["pool"] == pods[0]["spec"]["nodeName"]
