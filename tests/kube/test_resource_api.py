@@ -404,10 +404,7 @@ def test_the_chart_s_device_classes_and_feature_gates(world: World):
         "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
     )
     assert gpu.metadata.annotations["meta.helm.sh/release-name"] == "dra-driver-nvidia-gpu"
-    assert release.sharing_error("TimeSlicing") is None
-    assert release.sharing_error("MPS") == (
-        '"MPS" is selected as the GPU sharing strategy, but the "MPSSupport" feature gate is not enabled'
-    )
+    assert release.gate_enabled("TimeSlicingSettings") and not release.gate_enabled("MPSSupport")
     with pytest.raises(ChartError, match="cannot re-use a name that is still in use"):
         cluster.install_dra_driver(OVERRIDE)
     cluster.uninstall_dra_driver()

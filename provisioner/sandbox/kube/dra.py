@@ -138,15 +138,6 @@ FEATURE_GATE_DEFAULTS = {
     "HostManagedIMEXDaemon": False,
     "ConsumableShares": False,
 }
-# Which gate each sharing strategy needs (api/nvidia.com/resource/v1beta1/validate.go L25-45).
-SHARING_GATES = {"TimeSlicing": "TimeSlicingSettings", "MPS": "MPSSupport"}
-_SHARING_GATE_ERROR = (
-    '"{strategy}" is selected as the GPU sharing strategy, but the "{gate}" feature gate is not enabled'
-)
-_SHARING_UNKNOWN = (
-    "unknown GPU sharing strategy: {strategy}, supported GPU sharing strategies: TimeSlicing, MPS"
-)
-
 # The slice name's random suffix as the API server draws it for generateName (k8s.io/apiserver
 # storage/names: 5 characters of utilrand's alphabet, after the base cut to 58 characters).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -212,14 +203,6 @@ class Release:
 
     def gate_enabled(self, gate: str) -> bool:
         return self.feature_gates.get(gate, False)
-
-    def sharing_error(self, strategy: str) -> str | None:
-        """Why the driver refuses an opaque GpuConfig/MigDeviceConfig with this sharing strategy
-        (validate.go validateSharingStrategy), or None where it takes it."""
-        gate = SHARING_GATES.get(strategy)
-        if gate is None:
-            return _SHARING_UNKNOWN.format(strategy=strategy)
-        return None if self.gate_enabled(gate) else _SHARING_GATE_ERROR.format(strategy=strategy, gate=gate)
 
     def device_classes(self) -> list[dict[str, Any]]:
         """The DeviceClasses the chart renders with these values, as resource.k8s.io/v1 objects
