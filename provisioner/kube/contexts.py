@@ -175,6 +175,7 @@ class Kube:
 
     def __init__(self, name: str, context: str, core: Any):
         self.name, self.context, self._core = name, context, core
+        self._resource_api: Any = None
 
     def close(self) -> None:
         self._core.api_client.close()
@@ -192,6 +193,25 @@ class Kube:
     def pods(self, field_selector: str | None = None) -> list[dict[str, Any]]:
         kwargs = {"field_selector": field_selector} if field_selector else {}
         return self._call(self._core.list_pod_for_all_namespaces, **kwargs).get("items", [])
+
+    def resource_slices(self) -> list[dict[str, Any]] | None:
+        """Every ResourceSlice the DRA drivers publish; None where the cluster serves no
+        resource.k8s.io/v1 (Kubernetes before 1.34, or DRA turned off)."""
+        found = self._call(self._resource().list_resource_slice, missing_ok=True)
+        return None if found is None else found.get("items", [])
+
+    def resource_claims(self) -> list[dict[str, Any]] | None:
+        """Every namespace's ResourceClaims; None where the cluster serves no resource.k8s.io/v1."""
+        found = self._call(self._resource().list_resource_claim_for_all_namespaces, missing_ok=True)
+        return None if found is None else found.get("items", [])
+
+    def _resource(self) -> Any:
+        """resource.k8s.io/v1 on the same connections as the core API."""
+        if self._resource_api is None:
+            from kubernetes import client
+
+            self._resource_api = client.ResourceV1Api(self._core.api_client)
+        return self._resource_api
 
     def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._call(self._core.read_namespaced_config_map, name, namespace, missing_ok=True)

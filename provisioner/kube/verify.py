@@ -7,6 +7,12 @@ names with the fleet's replicas, and each node must advertise `resource: slices_
 pool's NodeSetup. The failure users meet most is silent: a label naming a key the ConfigMap
 lacks, and the node advertises `nvidia.com/gpu: 1` instead of ten shares. Each mismatch is said in
 words, naming the node and the likely cause.
+
+On a DRA pool (gpu.allocation: dra) the devices are the DRA driver's ResourceSlices, read with the
+nodes where the cluster has DRA pools: each node must be published with the pool's devices (count,
+whole GPUs or the MIG profile, the model), and must not also advertise a device plugin's GPU
+resource, nor a device-plugin pool's node publish DRA devices: two managers of one GPU hand it to
+two pods (EKS's DRA page warns of silent oversubscription).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from provisioner import hardware
 from provisioner.compile import CompiledCluster, CompiledPool
 from provisioner.errors import CloudError, KubeUnreachable
 from provisioner.kube.contexts import Kube, KubeAccess, at_once, each_cluster
+from provisioner.kube.dra import Device, counted, names_gpu, published
 from provisioner.kube.inspect import gpu_resources, quantity
 from provisioner.nvidia import DEVICE_PLUGIN_LABEL, GPU_RESOURCE
 from provisioner.observe import Drivers
@@ -34,6 +41,10 @@ MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_STATE_DONE = "success"
 
 Status = Literal["ok", "no nodes yet", "degraded", "unreachable"]
+NO_DRA_API = (
+    "the cluster serves no resource.k8s.io/v1 (Kubernetes before 1.34, or DRA turned off): "
+    "the DRA driver cannot publish the pool's devices"
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,7 @@ class PoolVerdict:
     status: Status
     nodes: int
     problems: tuple[Problem, ...] = ()
+    allocation: str = "device-plugin"  # or "dra"
 
     def json(self) -> dict[str, Any]:
         return {
@@ -57,13 +69,17 @@ class PoolVerdict:
             "status": self.status,
             "nodes": self.nodes,
             "problems": [{"node": p.node, "message": p.message} for p in self.problems],
+            "allocation": self.allocation,
         }
 
 
 def unreachable(compiled: CompiledCluster, error: Exception) -> list[PoolVerdict]:
     # The verdict names the cluster already; the error's own "<cluster>: " would say it twice.
     problem = (Problem(None, str(error).removeprefix(f"{compiled.name}: ")),)
-    return [PoolVerdict(compiled.name, p.pool.name, "unreachable", 0, problem) for p in compiled.pools]
+    return [
+        PoolVerdict(compiled.name, p.pool.name, "unreachable", 0, problem, p.setup.allocation)
+        for p in compiled.pools
+    ]
 
 
 def verify_fleet(
@@ -76,21 +92,22 @@ def verify_fleet(
 
 
 def verify_cluster(access: KubeAccess, drivers: Drivers, compiled: CompiledCluster) -> list[PoolVerdict]:
-    """One cluster's pools, from its nodes and device-plugin ConfigMap (and, where nodes name
-    their pool by the cloud's ID, the cloud's listing, read at the same time)."""
+    """One cluster's pools, from its nodes, device-plugin ConfigMap and, with DRA pools, its
+    ResourceSlices (and, where nodes name their pool by the cloud's ID, the cloud's listing, read
+    at the same time)."""
 
-    def in_cluster() -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    def in_cluster() -> ClusterReads:
         with access.for_cluster(compiled.cluster) as kube:
-            return read_nodes_and_config_map(kube, compiled)
+            return read_cluster(kube, compiled)
 
     try:
         if labels_pool_ids(compiled.cluster):
-            ids, (nodes, config_map) = at_once(lambda: pool_ids(compiled.cluster, drivers), in_cluster)
+            ids, reads = at_once(lambda: pool_ids(compiled.cluster, drivers), in_cluster)
         else:
-            ids, (nodes, config_map) = None, in_cluster()
+            ids, reads = None, in_cluster()
     except (KubeUnreachable, CloudError) as error:
         return unreachable(compiled, error)
-    return judge_cluster(compiled, nodes, config_map, ids)
+    return judge_cluster(compiled, reads.nodes, reads.config_map, ids, reads.slices)
 
 
 def labels_pool_ids(cluster: Any) -> bool:
@@ -108,15 +125,24 @@ def pool_ids(cluster: Any, drivers: Drivers) -> dict[str, str] | None:
     return {p.name: p.cloud_id for p in pools if p.cloud_id}
 
 
-def read_nodes_and_config_map(
-    kube: Kube, compiled: CompiledCluster
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The cluster's nodes and, where the GPU Operator runs, its device-plugin ConfigMap (None:
-    absent), read at once; KubeUnreachable where the API cannot be used."""
-    if not compiled.uses_gpu_operator:
-        return kube.nodes(), None
-    nodes, config_map = at_once(kube.nodes, lambda: kube.config_map(NAMESPACE, CONFIG_MAP))
-    return nodes, config_map
+@dataclass(frozen=True)
+class ClusterReads:
+    nodes: list[dict[str, Any]]
+    config_map: dict[str, Any] | None  # None: absent, or not read (no GPU Operator)
+    slices: list[dict[str, Any]] | None  # None: not read (no DRA pool), or no resource.k8s.io/v1
+
+
+def read_cluster(kube: Kube, compiled: CompiledCluster) -> ClusterReads:
+    """The cluster's nodes, where the GPU Operator runs its device-plugin ConfigMap, and where it
+    has DRA pools its ResourceSlices, read at once; KubeUnreachable where the API cannot be used."""
+    calls: list[Any] = [kube.nodes]
+    if compiled.uses_gpu_operator:
+        calls.append(lambda: kube.config_map(NAMESPACE, CONFIG_MAP))
+    if compiled.dra_pools:
+        calls.append(kube.resource_slices)
+    found = at_once(*calls)
+    config_map = found[1] if compiled.uses_gpu_operator else None
+    return ClusterReads(found[0], config_map, found[-1] if compiled.dra_pools else None)
 
 
 def judge_cluster(
@@ -124,19 +150,26 @@ def judge_cluster(
     nodes: Sequence[Mapping[str, Any]],
     config_map: Mapping[str, Any] | None,
     pool_ids: Mapping[str, str] | None = None,
+    slices: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[PoolVerdict]:
-    """Each pool of `compiled` as `nodes` and `config_map` show it."""
+    """Each pool of `compiled` as `nodes`, `config_map` and (with DRA pools) `slices` show it;
+    `slices` None on a cluster with DRA pools: it serves no resource.k8s.io/v1."""
     label = compiled.cloud.pool_label
     assert label is not None, f"{compiled.cloud.key} has no poolLabel in hardware/clouds.yaml"
+    devices = published(slices, hardware.load().dra_driver.driver) if slices is not None else None
     verdicts = []
     for pool in compiled.pools:
         value = pool.pool.name if label.value == "name" else (pool_ids or {}).get(pool.pool.name)
         mine = [n for n in nodes if value is not None and _labels(n).get(label.key) == value]
-        problems = _pool_problems(compiled, pool, config_map) + [
-            problem for node in mine for problem in _node_problems(compiled, pool, node, config_map)
+        problems = _pool_problems(compiled, pool, config_map, devices) + [
+            problem for node in mine for problem in _node_problems(compiled, pool, node, config_map, devices)
         ]
         status: Status = "degraded" if problems else ("ok" if mine else "no nodes yet")
-        verdicts.append(PoolVerdict(compiled.name, pool.pool.name, status, len(mine), tuple(problems)))
+        verdicts.append(
+            PoolVerdict(
+                compiled.name, pool.pool.name, status, len(mine), tuple(problems), pool.setup.allocation
+            )
+        )
     return verdicts
 
 
@@ -184,8 +217,13 @@ def _config_problem(
 
 
 def _pool_problems(
-    compiled: CompiledCluster, pool: CompiledPool, config_map: Mapping[str, Any] | None
+    compiled: CompiledCluster,
+    pool: CompiledPool,
+    config_map: Mapping[str, Any] | None,
+    devices: Mapping[str, Sequence[Device]] | None,
 ) -> list[Problem]:
+    if pool.setup.allocation == "dra" and devices is None:
+        return [Problem(None, NO_DRA_API)]
     key = pool.setup.labels.get(DEVICE_PLUGIN_LABEL)
     if key is None:
         return []
@@ -198,6 +236,7 @@ def _node_problems(
     pool: CompiledPool,
     node: Mapping[str, Any],
     config_map: Mapping[str, Any] | None,
+    devices: Mapping[str, Sequence[Device]] | None = None,
 ) -> list[Problem]:
     setup, name = pool.setup, node.get("metadata", {}).get("name", "?")
     labels = _labels(node)
@@ -210,7 +249,7 @@ def _node_problems(
         words = (
             f"label {key}={value} is missing" if have is None else f"label {key} is {have}, expected {value}"
         )
-        (causes if key == DEVICE_PLUGIN_LABEL else standalone).append(words)
+        (causes if key in _cause_labels(compiled, pool) else standalone).append(words)
     standalone += _taint_problems(setup.taints, node.get("spec", {}).get("taints") or [])
     if setup.mig is not None and compiled.cloud.mig_via == "operator-label":
         state = labels.get(MIG_STATE_LABEL)
@@ -218,6 +257,9 @@ def _node_problems(
             causes.append(
                 f"MIG is not in place: {MIG_STATE_LABEL} is {state or 'absent'}, expected {MIG_STATE_DONE}"
             )
+    if setup.allocation == "dra":
+        found = None if devices is None else devices.get(name, [])
+        return _dra_node_problems(compiled, pool, node, found, standalone=standalone, causes=causes)
     node_key = labels.get(DEVICE_PLUGIN_LABEL)
     config_cause = None
     if setup.device_plugin is not None and node_key is not None:
@@ -229,7 +271,7 @@ def _node_problems(
         # The node gives what it should now; a cause still wrong will bite at its next restart.
         if config_cause and node_key != setup.labels.get(DEVICE_PLUGIN_LABEL):
             causes.append(config_cause)
-        return [Problem(name, m) for m in standalone + causes]
+        return [Problem(name, m) for m in standalone + causes + _dra_on_device_plugin_node(name, devices)]
     advertised = gpu_resources(allocatable)
     shown = ", ".join(f"{r}: {n}" for r, n in advertised.items()) or "no GPU resource"
     shared = setup.sharing != "exclusive"
@@ -237,7 +279,93 @@ def _node_problems(
     headline = f"{prefix}node {name} advertises {shown}, expected {setup.resource}: {want}"
     if config_cause:
         causes.append(config_cause)
-    return [Problem(name, "; ".join([headline, *causes])), *(Problem(name, m) for m in standalone)]
+    also = _dra_on_device_plugin_node(name, devices)
+    return [Problem(name, "; ".join([headline, *causes])), *(Problem(name, m) for m in standalone + also)]
+
+
+def _cause_labels(compiled: CompiledCluster, pool: CompiledPool) -> frozenset[str]:
+    """The labels whose mismatch would change what the node advertises: the device-plugin config
+    label, or on a DRA pool the labels that keep the device plugin off and select the driver."""
+    if pool.setup.allocation == "dra" and compiled.cloud.dra is not None:
+        return frozenset(compiled.cloud.dra.device_plugin_off)
+    return frozenset({DEVICE_PLUGIN_LABEL})
+
+
+def _dra_node_problems(
+    compiled: CompiledCluster,
+    pool: CompiledPool,
+    node: Mapping[str, Any],
+    devices: Sequence[Device] | None,
+    *,
+    standalone: list[str],
+    causes: list[str],
+) -> list[Problem]:
+    """A DRA pool's node: the driver publishes the pool's devices for it, and no device plugin
+    advertises its GPUs too. `devices` None: the cluster has no resource.k8s.io/v1 (said once,
+    for the pool)."""
+    setup, name = pool.setup, node.get("metadata", {}).get("name", "?")
+    headlines = []
+    if devices is not None:
+        headlines += _dra_device_mismatch(compiled, pool, name, devices)
+        wrong = sorted({d.product for d in devices if not names_gpu(d.product, setup.gpu)})
+        if wrong:
+            standalone.append(
+                f"the DRA driver publishes {', '.join(wrong)} devices for node {name}, "
+                f"expected the pool's {setup.gpu.name}"
+            )
+    advertised = gpu_resources(node.get("status", {}).get("allocatable") or {})
+    if advertised:
+        shown = ", ".join(f"{r}: {n}" for r, n in advertised.items())
+        off = ", ".join(f"{k}={v}" for k, v in _device_plugin_off(compiled).items())
+        headlines.append(
+            f"node {name} of a DRA pool also advertises {shown} through a device plugin: the device "
+            "plugin and the DRA driver both manage its GPUs, so one GPU can go to two pods (EKS warns "
+            f"of silent oversubscription); the label {off} keeps the device plugin off"
+        )
+    if not headlines:
+        return [Problem(name, m) for m in standalone + causes]
+    first = "; ".join([headlines[0], *causes])
+    return [Problem(name, m) for m in (first, *headlines[1:], *standalone)]
+
+
+def _dra_device_mismatch(
+    compiled: CompiledCluster, pool: CompiledPool, name: str, devices: Sequence[Device]
+) -> list[str]:
+    """Why the devices published for node `name` are not the pool's, in words; [] where they are."""
+    setup = pool.setup
+    kind, per_gpu = ("mig", setup.mig.instances) if setup.mig is not None else ("gpu", 1)
+    want = setup.gpus_per_node * per_gpu
+    right = [d for d in devices if d.type == kind and (setup.mig is None or d.profile == setup.mig.name)]
+    if len(right) == want and len(devices) == want:
+        return []
+    wanted = counted([Device("", "", "", kind, "", setup.mig.name if setup.mig else None)] * want)
+    driver = hardware.load().dra_driver.driver
+    if not devices:
+        selector = ", ".join(f"{k}={v}" for k, v in _device_plugin_off(compiled).items())
+        return [
+            f"the DRA driver {driver} publishes no devices for node {name}, expected {wanted} "
+            f"({setup.resource}): its kubelet plugin runs only on the nodes its Helm values select "
+            f"(kubeletPlugin.nodeSelector {selector}, as `provisioner render` prints them)"
+        ]
+    return [f"the DRA driver {driver} publishes {counted(devices)} for node {name}, expected {wanted}"]
+
+
+def _device_plugin_off(compiled: CompiledCluster) -> Mapping[str, str]:
+    return compiled.cloud.dra.device_plugin_off if compiled.cloud.dra is not None else {}
+
+
+def _dra_on_device_plugin_node(name: str, devices: Mapping[str, Sequence[Device]] | None) -> list[str]:
+    """A device-plugin pool's node for which the DRA driver publishes devices too."""
+    found = (devices or {}).get(name)
+    if not found:
+        return []
+    driver = hardware.load().dra_driver.driver
+    return [
+        f"the DRA driver {driver} publishes {counted(found)} for node {name} of a device-plugin pool: "
+        "the device plugin and the DRA driver both manage its GPUs, so one GPU can go to two pods; "
+        "the driver's kubelet plugin belongs on DRA pools' nodes only (its nodeSelector in the "
+        "values `provisioner render` prints)"
+    ]
 
 
 def _taint_problems(expected: Sequence[Any], taints: Sequence[Mapping[str, Any]]) -> list[str]:
