@@ -206,16 +206,16 @@ def allocation_of(
     kube: KubeAccess, entry: CompiledCluster, pools: Sequence[ObservedPool]
 ) -> dict[str, Allocation]:
     """Per pool: its nodes that advertise GPUs, and the slices they advertise and pods hold, in
-    the pool's own unit (the resource its capacity names: nvidia.com/gpu.shared, aliyun.com/gpu-mem...)."""
+    the pool's own unit (the resource its capacity names: nvidia.com/gpu.shared, aliyun.com/gpu-mem,
+    a DRA pool's DeviceClass, its devices times the pods sharing each where it is shared)."""
     from provisioner.kube.inspect import all_pool_label_keys, inspect_cluster, pool_allocation
 
     ids = {p.state.cloud_id: p.state.name for p in pools if p.state.cloud_id}  # ACK labels nodes by ID
+    dra = [p for p in pools if p.capacity.allocation_mode == "dra"]
     with kube.for_cluster(entry.cluster) as client:
-        uses = inspect_cluster(client, all_pool_label_keys(), ids)
-    # A DRA pool's devices are not in its nodes' allocatable (ResourceSlices and claims hold them):
-    # its DeviceClass counted there would say nothing is free, so its free devices stay unknown.
-    counted = {p.state.name: p.capacity.resource for p in pools if p.capacity.allocation_mode != "dra"}
-    return pool_allocation(uses, counted)
+        uses = inspect_cluster(client, all_pool_label_keys(), ids, dra=bool(dra))
+    shared = {p.state.name: p.capacity.replicas for p in dra if p.capacity.replicas}
+    return pool_allocation(uses, {p.state.name: p.capacity.resource for p in pools}, shared)
 
 
 def discover(

@@ -132,8 +132,10 @@ def inspect_command(
 ) -> None:
     """Allocated / total GPU resources per node, pool and cluster, like `kubectl inspect cgpu`.
 
-    Allocation is the sum of the requests of the pods bound to a node and not finished. Without
-    FLEET, every context of the kubeconfig is a cluster.
+    Allocation is the sum of the requests of the pods bound to a node and not finished. On DRA
+    pools, the DRA driver's devices per DeviceClass (gpu.nvidia.com, mig.nvidia.com), allocated
+    where a ResourceClaim holds them, held by the pods the claims are reserved for. Without FLEET,
+    every context of the kubeconfig is a cluster.
     """
     from provisioner.kube.contexts import KubeAccess, each_cluster
     from provisioner.kube.inspect import totals
@@ -170,6 +172,7 @@ class _Target:
     cluster: Any = None  # the fleet's cluster; None: the kubeconfig context `name`
     # Where nodes carry the cloud's ID of their pool (ACK): the drivers whose listing names them.
     drivers: Drivers | None = None
+    dra: bool = True  # read its ResourceSlices and ResourceClaims (a fleet's cluster: where it has DRA pools)
 
     def connect(self) -> Kube:
         if self.cluster is None:
@@ -188,14 +191,23 @@ def _inspect_one(target: _Target) -> tuple[list[NodeUse], tuple[str, str] | None
     """One cluster's allocation per node, or the error that kept it from being read."""
     from provisioner.errors import CloudError, KubeUnreachable
     from provisioner.kube.contexts import at_once
-    from provisioner.kube.inspect import inspect_cluster, node_uses, read_nodes_and_pods
+    from provisioner.kube.inspect import inspect_cluster, node_uses, read_cluster
 
     try:
         with target.connect() as kube:
             if target.drivers is None:
-                return inspect_cluster(kube, target.label_keys), None
-            names, (nodes, pods) = at_once(target.pool_names, lambda: read_nodes_and_pods(kube))
-            return node_uses(kube.name, nodes, pods, target.label_keys, names), None
+                return inspect_cluster(kube, target.label_keys, dra=target.dra), None
+            names, reads = at_once(target.pool_names, lambda: read_cluster(kube, target.dra))
+            uses = node_uses(
+                kube.name,
+                reads.nodes,
+                reads.pods,
+                target.label_keys,
+                names,
+                slices=reads.slices,
+                claims=reads.claims,
+            )
+            return uses, None
     except KubeUnreachable as error:
         return [], (target.name, str(error))
     except CloudError as error:  # the cloud's listing of pool IDs (ACK): reported for that cluster
@@ -231,7 +243,8 @@ def _inspect_targets(
         label = hardware.load().clouds[cluster.cloud].pool_label
         keys = (label.key,) if label is not None else tuple(all_pool_label_keys())
         by_id = drivers if labels_pool_ids(cluster) else None
-        targets.append(_Target(cluster.name, access, keys, cluster, by_id))
+        dra = any(p.gpu.allocation == "dra" for p in cluster.pools)
+        targets.append(_Target(cluster.name, access, keys, cluster, by_id, dra))
     return targets
 
 

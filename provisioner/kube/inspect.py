@@ -4,6 +4,11 @@ cgpu` shows ACK's, for every kind of GPU resource a node advertises.
 Allocation is what the scheduler counts: the requests (limits where a container gives no
 request) of the pods bound to the node and not finished, an init container's counted as
 Kubernetes does (the larger of the init containers' largest and the app containers' sum).
+
+Devices of NVIDIA's DRA driver are counted from the cluster's ResourceSlices (the total, per
+DeviceClass: gpu.nvidia.com for whole GPUs, mig.nvidia.com for MIG devices) and its allocated
+ResourceClaims (a device is allocated where a claim's allocation names it); the pods holding them
+are those the claims are reserved for.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 from provisioner import hardware
 from provisioner.catalog.listing import Allocation
 from provisioner.kube.contexts import Kube, at_once
+from provisioner.kube.dra import Device, DeviceKey, device_class, published, reservations
 
 # The extended resources GPU device plugins advertise: NVIDIA's (nvidia.com/gpu, the renamed
 # nvidia.com/gpu.shared, mixed-strategy nvidia.com/mig-<profile>) and ACK's cGPU
@@ -64,6 +70,9 @@ class NodeUse:
     allocated: int | float
     total: int | float
     pods: tuple[tuple[str, int | float], ...] = field(default=())  # (namespace/name, amount)
+    # DRA devices: per allocated device, how many pods its claims are reserved for (sync counts a
+    # shared device's slices by them)
+    device_holders: tuple[int, ...] = field(default=())
 
     def json(self, detailed: bool = False) -> dict[str, Any]:
         row = {k: getattr(self, k) for k in ("cluster", "pool", "node", "resource", "allocated", "total")}
@@ -102,19 +111,36 @@ def all_pool_label_keys() -> list[str]:
     return [c.pool_label.key for c in hardware.load().clouds.values() if c.pool_label is not None]
 
 
+@dataclass(frozen=True)
+class ClusterReads:
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    slices: list[dict[str, Any]] | None = None  # None: not read, or no resource.k8s.io/v1 there
+    claims: list[dict[str, Any]] | None = None
+
+
 def inspect_cluster(
-    kube: Kube, label_keys: Sequence[str], pool_names: Mapping[str, str] | None = None
+    kube: Kube, label_keys: Sequence[str], pool_names: Mapping[str, str] | None = None, dra: bool = True
 ) -> list[NodeUse]:
-    """Per node and GPU resource, allocated / total; KubeUnreachable where the API cannot be used."""
-    nodes, pods = read_nodes_and_pods(kube)
-    return node_uses(kube.name, nodes, pods, label_keys, pool_names)
+    """Per node and GPU resource (with `dra`, DRA DeviceClass too), allocated / total;
+    KubeUnreachable where the API cannot be used."""
+    reads = read_cluster(kube, dra)
+    return node_uses(
+        kube.name, reads.nodes, reads.pods, label_keys, pool_names, slices=reads.slices, claims=reads.claims
+    )
 
 
-def read_nodes_and_pods(kube: Kube) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The cluster's nodes and its pods not finished, read at once."""
+def read_cluster(kube: Kube, dra: bool = True) -> ClusterReads:
+    """The cluster's nodes, its pods not finished and, with `dra`, its ResourceSlices and
+    ResourceClaims, read at once."""
     # The field selector spares the transfer; node_uses keeps the rule whatever the server.
-    nodes, pods = at_once(kube.nodes, lambda: kube.pods(UNFINISHED))
-    return nodes, pods
+    if not dra:
+        nodes, pods = at_once(kube.nodes, lambda: kube.pods(UNFINISHED))
+        return ClusterReads(nodes, pods)
+    nodes, pods, slices, claims = at_once(
+        kube.nodes, lambda: kube.pods(UNFINISHED), kube.resource_slices, kube.resource_claims
+    )
+    return ClusterReads(nodes, pods, slices, claims)
 
 
 def node_uses(
@@ -123,8 +149,14 @@ def node_uses(
     pods: Sequence[Mapping[str, Any]],
     label_keys: Sequence[str],
     pool_names: Mapping[str, str] | None = None,
+    *,
+    slices: Sequence[Mapping[str, Any]] | None = None,
+    claims: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[NodeUse]:
-    """Per node and GPU resource, allocated / total, from the cluster's nodes and pods."""
+    """Per node and GPU resource, allocated / total, from the cluster's nodes and pods, and per
+    DeviceClass of the DRA driver's devices, from its slices and claims."""
+    devices = published(slices or [], hardware.load().dra_driver.driver)
+    held = reservations(claims or [])
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -143,6 +175,38 @@ def node_uses(
                     holding.append((f"{meta.get('namespace', '')}/{meta.get('name', '')}", amount))
             allocated = sum(a for _, a in holding)
             uses.append(NodeUse(cluster, pool, name, resource, allocated, total, tuple(sorted(holding))))
+        uses += _device_uses(cluster, pool, name, devices.get(name, []), held)
+    return uses
+
+
+def _device_uses(
+    cluster: str, pool: str, node: str, devices: Sequence[Device], held: Mapping[DeviceKey, tuple[str, ...]]
+) -> list[NodeUse]:
+    """One node's DRA devices per DeviceClass: allocated / total, and the pods holding them."""
+    by_class: dict[str, list[Device]] = {}
+    for device in devices:
+        name = device_class(device)
+        if name is not None:
+            by_class.setdefault(name, []).append(device)
+    uses = []
+    for name, of_class in sorted(by_class.items()):
+        allocated = [held[d.key] for d in of_class if d.key in held]
+        pods: dict[str, int] = {}
+        for holders in allocated:
+            for pod in holders:
+                pods[pod] = pods.get(pod, 0) + 1
+        uses.append(
+            NodeUse(
+                cluster,
+                pool,
+                node,
+                name,
+                len(allocated),
+                len(of_class),
+                tuple(sorted(pods.items())),
+                tuple(len(holders) for holders in allocated),
+            )
+        )
     return uses
 
 
@@ -167,16 +231,25 @@ def totals(uses: Sequence[NodeUse], by: Sequence[str]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def pool_allocation(uses: Sequence[NodeUse], resources: Mapping[str, str]) -> dict[str, Allocation]:
+def pool_allocation(
+    uses: Sequence[NodeUse], resources: Mapping[str, str], dra_replicas: Mapping[str, int] | None = None
+) -> dict[str, Allocation]:
     """Per pool named in `resources` (pool -> the resource its slices are: nvidia.com/gpu.shared,
-    aliyun.com/gpu-mem...): its nodes that advertise GPUs, and the slices they advertise and pods
-    hold, in that resource (what `sync` stores, and `place --live` reads)."""
+    aliyun.com/gpu-mem, a DRA pool's DeviceClass...): its nodes that advertise GPUs, and the slices
+    they advertise and pods hold, in that resource (what `sync` stores, and `place --live` reads).
+    `dra_replicas`: the shared DRA pools' pods per device, whose slices are each device's shares."""
     found = {}
     for name, resource in resources.items():
         counted = [u for u in uses if u.pool == name and u.resource == resource]
+        advertised, allocated = sum(u.total for u in counted), sum(u.allocated for u in counted)
+        replicas = (dra_replicas or {}).get(name)
+        if replicas:
+            advertised *= replicas
+            # an allocated device is taken (its claim holds it) even before a pod reserves it
+            allocated = sum(min(max(n, 1), replicas) for u in counted for n in u.device_holders)
         found[name] = Allocation(
             nodes=len({u.node for u in uses if u.pool == name}),
-            advertised=int(sum(u.total for u in counted)),
-            allocated=int(sum(u.allocated for u in counted)),
+            advertised=int(advertised),
+            allocated=int(allocated),
         )
     return found

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from provisioner.capacity import resource_of
 from provisioner.errors import KubeUnreachable
@@ -31,14 +31,11 @@ def live_rows(
     live GPU pool) read now, and per cluster that did not answer, why."""
     gpu_rows = [r for r in rows if r.get("gpu") and r.get("deleted_at") is None]
     names = sorted({r["cluster"] for r in gpu_rows} if asked is None else set(asked))
-    # A DRA pool's devices are not in its nodes' allocatable (ResourceSlices and claims hold them):
-    # counting its DeviceClass there would say nothing is free; its free devices stay unknown.
-    counted = [r for r in gpu_rows if r.get("allocation_mode") != "dra"]
     targets = [
         (
             name,
             (fleet_clusters or {}).get(name),
-            {r["pool"]: (resource_of(r), r.get("cloud_id")) for r in counted if r["cluster"] == name},
+            {r["pool"]: _counting(r) for r in gpu_rows if r["cluster"] == name},
         )
         for name in names
     ]
@@ -51,7 +48,7 @@ def live_rows(
     shown = []
     for given in rows:
         row = dict(given)
-        if row["cluster"] in read and row.get("allocation_mode") != "dra":
+        if row["cluster"] in read:
             found = read[row["cluster"]].get(row["pool"])
             row |= {
                 "k8s_nodes": found.nodes if found else 0,
@@ -67,18 +64,32 @@ def live_rows(
     return shown, errors
 
 
-def _read(
-    access: KubeAccess, target: tuple[str, Any, Mapping[str, tuple[str, str | None]]]
-) -> tuple[Any, str | None]:
+class _Counting(NamedTuple):
+    """How a catalog pool's allocation is read: data only, so a helper process can read it too."""
+
+    resource: str  # what its nodes advertise, or a DRA pool's DeviceClass
+    cloud_id: str | None  # where nodes carry the cloud's ID of their pool (ACK)
+    dra: bool
+    dra_replicas: int | None  # a shared DRA pool's pods per device
+
+
+def _counting(row: Mapping[str, Any]) -> _Counting:
+    dra = row.get("allocation_mode") == "dra"
+    return _Counting(resource_of(row), row.get("cloud_id"), dra, row.get("replicas") if dra else None)
+
+
+def _read(access: KubeAccess, target: tuple[str, Any, Mapping[str, _Counting]]) -> tuple[Any, str | None]:
     """One cluster's allocation per pool, or why its Kubernetes API could not say."""
     name, cluster, pools = target
-    ids = {cloud_id: pool for pool, (_, cloud_id) in pools.items() if cloud_id}  # ACK labels nodes by ID
+    ids = {p.cloud_id: pool for pool, p in pools.items() if p.cloud_id}  # ACK labels nodes by ID
+    dra = any(p.dra for p in pools.values())
     try:
         with access.for_cluster(cluster) if cluster is not None else access.connect(name, name) as kube:
-            uses = inspect_cluster(kube, all_pool_label_keys(), ids)
+            uses = inspect_cluster(kube, all_pool_label_keys(), ids, dra=dra)
     except KubeUnreachable as error:
         return None, str(error)
-    return pool_allocation(uses, {pool: resource for pool, (resource, _) in pools.items()}), None
+    shared = {pool: p.dra_replicas for pool, p in pools.items() if p.dra_replicas}
+    return pool_allocation(uses, {pool: p.resource for pool, p in pools.items()}, shared), None
 
 
 def share_claims(
