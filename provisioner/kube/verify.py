@@ -317,11 +317,14 @@ def _dra_node_problems(
     if advertised:
         shown = ", ".join(f"{r}: {n}" for r, n in advertised.items())
         off = ", ".join(f"{k}={v}" for k, v in _device_plugin_off(compiled).items())
-        headlines.append(
-            f"node {name} of a DRA pool also advertises {shown} through a device plugin: the device "
-            "plugin and the DRA driver both manage its GPUs, so one GPU can go to two pods (EKS warns "
-            f"of silent oversubscription); the label {off} keeps the device plugin off"
-        )
+        if devices:
+            effect = (
+                f"also advertises {shown} through a device plugin: the device plugin and the DRA driver "
+                "both manage its GPUs, so one GPU can go to two pods (EKS warns of silent oversubscription)"
+            )
+        else:  # the DRA driver is not there (or the API is not): the plugin has the GPUs instead
+            effect = f"advertises {shown} through a device plugin instead of the DRA driver"
+        headlines.append(f"node {name} of a DRA pool {effect}; the label {off} keeps the device plugin off")
     if not headlines:
         return [Problem(name, m) for m in standalone + causes]
     first = "; ".join([headlines[0], *causes])

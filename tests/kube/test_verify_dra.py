@@ -208,6 +208,13 @@ def test_a_device_plugin_still_on_is_caught_with_the_label_that_should_be_there(
             f"label {OFF}=false is missing",
         )
     ]
+    # the driver gone from the node too: the device plugin has its GPUs instead
+    without = [s for s in slices if s["spec"]["nodeName"] != "n-whole"]
+    assert judged(cluster, nodes, without)["whole"][1][1] == (
+        "n-whole",
+        "node n-whole of a DRA pool advertises nvidia.com/gpu: 4 through a device plugin instead of the "
+        f"DRA driver; the label {OFF}=false keeps the device plugin off",
+    )
     # any GPU extended resource counts: the shared one as much as the whole
     nodes[1]["status"]["allocatable"] = {"nvidia.com/gpu.shared": "40"}
     nodes[1]["metadata"]["labels"][OFF] = "false"
