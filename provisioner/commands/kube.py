@@ -69,7 +69,9 @@ def verify_command(
 
     Per pool: its nodes carry the pool's labels and taints, MIG has finished, the device-plugin
     ConfigMap holds the key each label names with the right replicas, and each node advertises
-    the slices the compiler promises. Exit 0 when nothing is degraded or unreachable, else 1.
+    the slices the compiler promises. On DRA pools: the DRA driver's ResourceSlices give each node
+    the promised devices (count, MIG profile, model), and no device plugin advertises its GPUs too.
+    Exit 0 when nothing is degraded or unreachable, else 1.
     """
     from provisioner.compile import compile_file
     from provisioner.kube.contexts import KubeAccess
