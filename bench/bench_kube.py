@@ -1,12 +1,13 @@
-"""verify and inspect over 100 AKS clusters of 10 GPU nodes, their Kubernetes APIs at 100 ms latency.
+"""verify and inspect over 100 AKS clusters of 10 GPU nodes, their Kubernetes APIs at 100 ms latency,
+and verify again where the same pools are DRA pools (each cluster's ResourceSlices read too).
 
 Each runs as `provisioner verify FLEET --kubeconfig K --json` runs, in this process (imports warm,
 as for a second command): the fleet read, each cluster's context found in K by AKS's rule, every
 cluster's API read, the JSON written; the run must find every pool ok (verify) or every node
 (inspect), so a failure is never a fast figure. The baseline is a script looping over the
-clusters with the official client: a client from the kubeconfig, then the same two reads, one
-cluster after another. Figures are in round trips (wall time / latency); the note gives this
-process's CPU per cluster.
+clusters with the official client: a client from the kubeconfig, then the same two reads (three
+on DRA pools: the slices too), one cluster after another. Figures are in round trips (wall time /
+latency); the note gives this process's CPU per cluster.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def _command(name: str, world: kube_world.KubeBenchWorld) -> Callable[[], None]:
     return run
 
 
-def _one_after_another(name: str, world: kube_world.KubeBenchWorld) -> Callable[[], None]:
+def _one_after_another(name: str, world: kube_world.KubeBenchWorld, dra: bool = False) -> Callable[[], None]:
     """Per cluster, what a script calling the official client (or kubectl) does: a client made
-    from the kubeconfig, then the command's two reads."""
+    from the kubeconfig, then the command's two reads (and on DRA pools the ResourceSlices)."""
     from kubernetes import client, config
 
     from provisioner.render import CONFIG_MAP, NAMESPACE
@@ -68,6 +69,9 @@ def _one_after_another(name: str, world: kube_world.KubeBenchWorld) -> Callable[
             else:
                 second = core.list_pod_for_all_namespaces(_preload_content=False)
             json.loads(second.data)
+            if dra:
+                slices = client.ResourceV1Api(core.api_client).list_resource_slice(_preload_content=False)
+                assert len(json.loads(slices.data)["items"]) == GPU_NODES, "a slice per GPU node"
             core.api_client.close()
 
     return run
@@ -84,24 +88,33 @@ def _timed(action: Callable[[], None], runs: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def run() -> list[Figure]:
+def _figures(name: str, world: kube_world.KubeBenchWorld, title: str, dra: bool = False) -> list[Figure]:
+    """The command's median beside the same reads one cluster after another, and the floor."""
     round_trip = LATENCY_MS / 1000
-    world = kube_world.start(CLUSTERS, LATENCY_MS, SANDBOX_PROCESSES)
+    ours = _command(name, world)
+    ours()  # imports and first-use set-up done, as for a second command
+    wall, cpu = _timed(ours, RUNS)
+    baseline, _ = _timed(_one_after_another(name, world, dra), 1)
+    note = f"{cpu / CLUSTERS * 1000:.2f} ms of CPU per cluster"
+    value, sequential = round(wall / round_trip, 2), round(baseline / round_trip, 1)
+    return [
+        Figure(title, value, "round trips", sequential, "one cluster after another", note),
+        Figure(title, value, "round trips", 1.0, "floor: one round trip", note),
+    ]
+
+
+def run() -> list[Figure]:
+    shape = f"{CLUSTERS} clusters x {GPU_NODES} nodes, {LATENCY_MS:g} ms latency"
     figures = []
-    try:
-        for name in ("verify", "inspect"):
-            ours = _command(name, world)
-            ours()  # imports and first-use set-up done, as for a second command
-            wall, cpu = _timed(ours, RUNS)
-            baseline, _ = _timed(_one_after_another(name, world), 1)
-            title = f"{name} --json, {CLUSTERS} clusters x {GPU_NODES} nodes, {LATENCY_MS:g} ms latency"
-            note = f"{cpu / CLUSTERS * 1000:.2f} ms of CPU per cluster"
-            value, sequential = round(wall / round_trip, 2), round(baseline / round_trip, 1)
-            figures += [
-                Figure(title, value, "round trips", sequential, "one cluster after another", note),
-                Figure(title, value, "round trips", 1.0, "floor: one round trip", note),
-            ]
-    finally:
-        world.stop()
-        shutil.rmtree(world.directory, ignore_errors=True)
+    for dra in (False, True):
+        world = kube_world.start(CLUSTERS, LATENCY_MS, SANDBOX_PROCESSES, dra=dra)
+        try:
+            if dra:
+                figures += _figures("verify", world, f"verify --json on DRA pools, {shape}", dra=True)
+            else:
+                for name in ("verify", "inspect"):
+                    figures += _figures(name, world, f"{name} --json, {shape}")
+        finally:
+            world.stop()
+            shutil.rmtree(world.directory, ignore_errors=True)
     return figures

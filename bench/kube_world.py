@@ -5,6 +5,10 @@ Each cluster holds what `apply` leaves there: two GPU pools of 10 nodes in all (
 and a whole-GPU one) besides AKS's own system pool, and the ConfigMap the tool writes, so
 `verify` finds every pool ok. Pods are what a busy cluster runs: GPU workloads on the GPU nodes
 and two daemonset pods on every node. All of it is seeded before latency is switched on.
+
+With `dra`, the same two pools take their GPUs through DRA (gpu.allocation: dra), and each cluster
+has NVIDIA's DRA driver installed with the values `provisioner render` gives it, so its kubelet
+plugin publishes a ResourceSlice per GPU node; the GPU nodes then run only the daemonset pods.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from ruamel.yaml import YAML
 
 from provisioner.compile import CompiledCluster, CompiledFleet, compile_file, desired_state
 from provisioner.kube.configmap import desired_document
+from provisioner.render import dra_driver_values
 from provisioner.sandbox.kube.models import KubeCluster
 from provisioner.sandbox.server import Sandbox, SandboxSettings
 from provisioner.sandbox.serving import serve_alone
@@ -40,10 +45,29 @@ CLUSTER = """\
 """
 
 
-def fleet_text(clusters: int) -> str:
+DRA_CLUSTER = """\
+  - name: aks-{c:04d}
+    cloud: aks
+    subscription: 33333333-3333-3333-3333-333333333333
+    resourceGroup: rg-bench
+    cluster: aks-{c:04d}
+    pools:
+      - name: shared
+        instanceType: Standard_NC4as_T4_v3
+        gpu: {{sharing: time-slicing, replicas: 10, allocation: dra, draFeatureGates: [TimeSlicingSettings]}}
+        nodes: {{count: {shared}}}
+      - name: whole
+        instanceType: Standard_NC4as_T4_v3
+        gpu: {{allocation: dra}}
+        nodes: {{count: {whole}}}
+"""
+
+
+def fleet_text(clusters: int, dra: bool = False) -> str:
     """Fleet clusters named as their AKS clusters, so the context `az aks get-credentials` would
     write (the cluster's name) is the one the sandbox's kubeconfig holds."""
-    body = "".join(CLUSTER.format(c=c, shared=SHARED_NODES, whole=WHOLE_NODES) for c in range(clusters))
+    template = DRA_CLUSTER if dra else CLUSTER
+    body = "".join(template.format(c=c, shared=SHARED_NODES, whole=WHOLE_NODES) for c in range(clusters))
     return "clusters:\n" + body
 
 
@@ -66,12 +90,13 @@ class KubeBenchWorld:
             process.join(timeout=30)
 
 
-def start(clusters: int, latency_ms: float, processes: int = 1) -> KubeBenchWorld:
+def start(clusters: int, latency_ms: float, processes: int = 1, dra: bool = False) -> KubeBenchWorld:
     """The fleet's clusters served by `processes` sandboxes, each in its own child process (as
-    separate API servers answer at the same time), their contexts in one kubeconfig."""
+    separate API servers answer at the same time), their contexts in one kubeconfig; with `dra`,
+    its pools DRA pools and the DRA driver installed."""
     directory = Path(tempfile.mkdtemp(prefix="provisioner-bench-kube-"))
     fleet = directory / "fleet.yaml"
-    fleet.write_text(fleet_text(clusters), encoding="utf-8")
+    fleet.write_text(fleet_text(clusters, dra), encoding="utf-8")
     compiled = compile_file(fleet)
     children, controls = [], []
     for shard in range(processes):
@@ -136,11 +161,13 @@ def _seed_cluster(kube: KubeCluster, compiled: CompiledCluster) -> None:
     assert document is not None, "AKS clusters take the device-plugin ConfigMap"
     meta = document["metadata"]
     kube.apply_config_map(meta["namespace"], meta["name"], document, "provisioner", force=True)
+    if compiled.dra_pools:  # helm install -f <render's values>, as the values file says
+        kube.install_dra_driver(dra_driver_values(compiled))
     for n, (name, node) in enumerate(sorted(kube.nodes().items())):
         pool = node["metadata"]["labels"].get("kubernetes.azure.com/agentpool", "")
         for app in DAEMONSET_PODS:
             kube.create_pod("kube-system", _pod(f"{app}-{n:02d}", name, None))
-        for i in range(GPU_PODS.get(pool, 0)):
+        for i in range(0 if compiled.dra_pools else GPU_PODS.get(pool, 0)):
             kube.create_pod("ml", _pod(f"train-{n:02d}-{i}", name, "nvidia.com/gpu"))
 
 

@@ -61,6 +61,7 @@ GOALS: list[tuple[str, str, float, str]] = [
     ("compile + diff", "goal", 1.0, "<= 1 CPU s"),
     ("place over", "goal", 1.0, "<= 50 ms"),
     ("verify --json, 100 clusters", "floor: one round trip", 3.0, "<= 3 round trips"),
+    ("verify --json on DRA pools, 100 clusters", "floor: one round trip", 3.0, "<= 3 round trips"),
     ("inspect --json, 100 clusters", "floor: one round trip", 3.0, "<= 3 round trips"),
 ]
 
@@ -123,6 +124,12 @@ MEANINGS: list[tuple[str, str]] = [
     (
         "autoscaler, a pending pod on a pool at zero to Running",
         "wall time from the same pod's creation to Running on the node the autoscaler added",
+    ),
+    (
+        "verify --json on DRA pools",
+        "wall time of `verify --json` reading every cluster's nodes, device-plugin ConfigMap and the "
+        "ResourceSlices NVIDIA's DRA driver publishes (one per GPU node) through its kubeconfig "
+        "context, in API round trips",
     ),
     (
         "verify --json",
