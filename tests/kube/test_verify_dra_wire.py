@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from kubernetes import client, config
 from ruamel.yaml import YAML
 
 from provisioner.cli import main
-from provisioner.clusters import ClusterRef
 from provisioner.compile import compile_file, desired_state
 from provisioner.drivers.registry import connect
 from provisioner.kube.verify import NO_DRA_API
@@ -37,19 +35,6 @@ EKS_POOL = "eks.amazonaws.com/nodegroup"
 OFF = "nvidia.com/gpu.deploy.device-plugin"  # the GPU Operator's device plugin, on EKS and AKS
 PLUGIN_POOL = {"name": "plugin", "instanceType": "g5.xlarge", "nodes": {"count": 1}}
 OLD = "old-dra"  # an AKS cluster at Kubernetes 1.33: no resource.k8s.io there
-
-
-@dataclass(frozen=True)
-class Versioned:
-    """A seeded cluster naming its Kubernetes version, as the cloud emulators' clusters do."""
-
-    name: str
-    ref: ClusterRef
-    kubernetes_version: str = ""
-
-    @property
-    def cloud(self) -> str:
-        return self.ref.cloud
 
 
 class DraWorld:
@@ -77,10 +62,9 @@ class DraWorld:
             yaml.dump({"clusters": [old]}, out)
         self.compiled = compile_file(self.fleet)
         [self.old] = compile_file(self.old_fleet).clusters
-        targets = [c.target for c in self.compiled.clusters] + [
-            Versioned(OLD, self.old.cluster.ref, "1.33.4")
-        ]
-        self.sandbox = Sandbox(tmp_path / "sandbox", SandboxSettings()).start(targets)
+        targets = [c.target for c in (*self.compiled.clusters, self.old)]
+        settings = SandboxSettings(kubernetes_versions={OLD: "1.33.4"})
+        self.sandbox = Sandbox(tmp_path / "sandbox", settings).start(targets)
         self.runner = CliRunner()
         self.out = tmp_path / "rendered"
 
