@@ -1,8 +1,8 @@
 """Issue 28's `place` as a user meets it: examples/dra.yaml applied to a running `sandbox serve`,
-synced into its catalog (each pool's allocation_mode read back from the cloud), then `place` on
-each DRA pool: the claim object and the pod's claims, as JSON and merged into a manifest, each
-object valid for Kubernetes 1.34. The sandbox's Kubernetes API does not serve resource.k8s.io/v1
-on this branch: the objects are checked with kubernetes-validate, not sent."""
+NVIDIA's DRA driver installed in each cluster with the values `render` prints, synced into its
+catalog (each pool's allocation_mode read back from the cloud, its devices from the slices), then
+`place` on each DRA pool: the claim object and the pod's claims, as JSON and merged into a
+manifest, each object valid for Kubernetes 1.34 (checked with kubernetes-validate)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,15 @@ PLACED = {
 @pytest.fixture(scope="module")
 def synced(served: Served) -> Served:
     ok(served.provisioner("apply", str(served.fleet), "--auto-approve"))
+    rendered = served.directory.parent / "rendered"
+    ok(served.provisioner("render", str(served.fleet), "--out-dir", str(rendered)))
+    for cluster in sorted({c for c, _ in PLACED}):  # helm install -f <render's values>, as its comment says
+        values = str(rendered / cluster / "dra-driver-values.yaml")
+        where = ["--dir", str(served.directory), "--cluster", cluster]
+        ok(served.provisioner("sandbox", "install-dra-driver", *where, "-f", values))
+        classes = rendered / cluster / "dra-device-classes.yaml"
+        if classes.exists():
+            assert "created" in ok(served.kubectl(cluster, "apply", "-f", str(classes)))
     ok(served.provisioner("sync", str(served.fleet)))
     return served
 
@@ -47,6 +56,17 @@ def test_sync_records_every_pool_of_the_example_as_a_dra_pool(synced: Served):
     listed = json.loads(ok(synced.provisioner("catalog", "ls", "--json")))
     gpu_pools = {(r["cluster"], r["pool"]): r["allocation_mode"] for r in listed if r["gpu"]}
     assert gpu_pools == dict.fromkeys(PLACED, "dra")
+    figures = {
+        (r["cluster"], r["pool"]): (r["k8s_nodes"], r["slices_advertised"]) for r in listed if r["gpu"]
+    }
+    assert figures == {  # the devices the driver publishes, times the pods sharing each where shared
+        ("azure-dra", "a100dra"): (1, 7),  # 1 A100 80GB x 7 MIG 1g.10gb
+        ("azure-dra", "t4drats"): (1, 4),  # 1 T4 x 4
+        ("gcp-dra", "l4-dra"): (1, 2),
+        ("aws-dra", "p4de-dra"): (1, 24),  # 8 A100 80GB x 3 MIG 2g.20gb
+        ("aws-dra", "g5-dra-ts"): (1, 16),  # 4 A10G x 4
+        ("ali-dra", "a10-dra"): (1, 2),
+    }
     assert "allocation" in ok(synced.provisioner("catalog", "ls"))  # the column, however wrapped
 
 
@@ -92,20 +112,8 @@ def _wait(check, what: str, tries: int = 100) -> None:
 
 @pytest.fixture(scope="module")
 def with_driver(synced: Served) -> Served:
-    """Each cluster's DRA driver installed with the values `render` gives, its DeviceClasses applied."""
-    rendered = synced.directory.parent / "rendered"
-    ok(synced.provisioner("render", str(synced.fleet), "--out-dir", str(rendered)))
-    for cluster in {c for c, _ in PLACED}:
-        values = rendered / cluster / "dra-driver-values.yaml"
-        sandbox = str(synced.directory)
-        ok(
-            synced.provisioner(
-                "sandbox", "install-dra-driver", "--dir", sandbox, "--cluster", cluster, "-f", str(values)
-            )
-        )
-        classes = rendered / cluster / "dra-device-classes.yaml"
-        if classes.exists():
-            assert "created" in ok(synced.kubectl(cluster, "apply", "-f", str(classes)))
+    """Each cluster's DRA driver installed with the values `render` gives, its DeviceClasses applied
+    (before the sync: `synced` does it)."""
     return synced
 
 
