@@ -560,9 +560,6 @@ def _tier_why(offer: Offer) -> str:
     )
     if offer.tier == "unknown":
         growth = f"; if none is free, {grows}" if found.nodes_now is not None else ""
-        if offer.row.get("allocation_mode") == "dra":
-            why = "the tool does not count a DRA pool's devices in use yet (ResourceClaims)"
-            return f"free devices unknown: {why}{growth}"
         return f"free slices unknown: {unknown_reason(found.allocation)}{growth}"
     return f"can grow: no slice free for it by {_allocation_source(offer.row)}; {grows}"
 

@@ -272,9 +272,9 @@ def test_the_text_output_is_the_claim_then_the_fragment_and_says_what_each_is(st
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "Placed on cluster azure-dra (aks), pool t4drats."
-    assert lines[2] == (
-        "Tier: free devices unknown: the tool does not count a DRA pool's devices in use yet "
-        "(ResourceClaims)."
+    assert lines[2] == (  # as any pool's: sync counts a DRA pool's devices from the driver's slices
+        "Tier: free slices unknown: the catalog holds no allocation for it (sync with its Kubernetes "
+        "API reachable, or --live)."
     )
     assert "# apply the claim object first; the pod fragment follows it" in lines
     claim, fragment = _documents(result.stdout.partition("---\n")[2])  # the words end at the first document

@@ -200,9 +200,14 @@ class Kube:
         found = self._call(self._resource().list_resource_slice, missing_ok=True)
         return None if found is None else found.get("items", [])
 
-    def resource_claims(self) -> list[dict[str, Any]] | None:
-        """Every namespace's ResourceClaims; None where the cluster serves no resource.k8s.io/v1."""
-        found = self._call(self._resource().list_resource_claim_for_all_namespaces, missing_ok=True)
+    def resource_claims(self, namespace: str | None = None) -> list[dict[str, Any]] | None:
+        """The ResourceClaims of `namespace` (default: every namespace's); None where the cluster
+        serves no resource.k8s.io/v1."""
+        api = self._resource()
+        if namespace is None:
+            found = self._call(api.list_resource_claim_for_all_namespaces, missing_ok=True)
+        else:
+            found = self._call(api.list_namespaced_resource_claim, namespace, missing_ok=True)
         return None if found is None else found.get("items", [])
 
     def _resource(self) -> Any:

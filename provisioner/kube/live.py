@@ -106,13 +106,11 @@ def share_claims(
     where = namespace or "default"
     try:
         with access.for_cluster(entry) if entry is not None else access.connect(cluster, cluster) as kube:
-            from kubernetes import client
-
-            resource = client.ResourceV1Api(kube._core.api_client)  # the Kube's own connection
-            listed = kube._call(resource.list_namespaced_resource_claim, where)
+            listed = kube.resource_claims(where)
     except KubeUnreachable as error:
         return {}, f"cannot read the ResourceClaims in namespace {where}: {error}"
+    if listed is None:
+        return {}, f"the cluster serves no resource.k8s.io/v1 (Kubernetes before 1.34): no claims in {where}"
     return {
-        item["metadata"]["name"]: len((item.get("status") or {}).get("reservedFor") or [])
-        for item in listed.get("items", [])
+        item["metadata"]["name"]: len((item.get("status") or {}).get("reservedFor") or []) for item in listed
     }, None
