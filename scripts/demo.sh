@@ -76,7 +76,8 @@ if command -v kubectl >/dev/null; then
     sleep 0.2
   done
   [ -n "$running" ] || { "${kube[@]}" get events >&2; echo "the pod never ran: no node was added" >&2; exit 1; }
-  "${kube[@]}" get events | grep -q TriggeredScaleUp || { echo "the pod ran without a scale-up" >&2; exit 1; }
+  events="$("${kube[@]}" get events)"  # read whole: grep -q ending a pipe early would fail it (pipefail)
+  grep -q TriggeredScaleUp <<<"$events" || { echo "the pod ran without a scale-up" >&2; exit 1; }
   step kubectl get pod notebook '&&' kubectl get nodes -L eks.amazonaws.com/nodegroup '&&' kubectl get events
   "${kube[@]}" get pod notebook
   "${kube[@]}" get nodes -L eks.amazonaws.com/nodegroup
