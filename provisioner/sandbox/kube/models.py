@@ -26,6 +26,7 @@ from provisioner.sandbox.kube.clouds import ADAPTERS
 from provisioner.sandbox.kube.configmaps import ConfigMaps
 from provisioner.sandbox.kube.events import Events
 from provisioner.sandbox.kube.exceptions import NotFound
+from provisioner.sandbox.kube.migmanager import MigManager
 from provisioner.sandbox.kube.nodes import Nodes
 from provisioner.sandbox.kube.objects import Revisions
 from provisioner.sandbox.kube.pods import Pods
@@ -60,8 +61,12 @@ class KubeCluster:
         self.resources = ResourceObjects(self._revisions, self.kubernetes_version)
         self.dra_driver: dra.Release | None = None  # the DRA driver's Helm release, once installed
         self._published: dict[str, str] = {}  # node -> when its kubelet plugin first published
+        engine = emulator.engine
+        mig = MigManager(
+            engine.now, lambda: engine.op_seconds, lambda: engine.fault_rate, engine.seed, self.name
+        )
         self._nodes = Nodes(
-            ADAPTERS[target.ref.cloud](emulator, target.ref), self._config_maps, self._revisions
+            ADAPTERS[target.ref.cloud](emulator, target.ref), self._config_maps, self._revisions, mig
         )
         self._events = Events(self._revisions)
         # Pods with ResourceClaims, where resource.k8s.io is served (claims.py).
@@ -71,7 +76,6 @@ class KubeCluster:
             else None
         )
         self._pods = Pods(self._nodes, self._revisions, self._events, dra)
-        engine = emulator.engine
         self._autoscaler = ClusterAutoscaler(
             self._nodes, self._pods, self._events, scale_down_delay, lambda: engine.op_seconds
         )
@@ -320,6 +324,12 @@ class KubeCluster:
         """Make the MIG manager report `state` for `node` (it then leaves the GPUs whole)."""
         with self.lock:
             self._nodes.fail_mig(node, state)
+
+    def stall_mig(self, node: str) -> None:
+        """Keep `node`'s MIG reconfiguration in flight (or its next) pending for good
+        (NVIDIA/gpu-operator#2833: the MIG manager stuck waiting for the GPU clients' pods)."""
+        with self.lock:
+            self._nodes.stall_mig(node)
 
     def strand_mig(self, node: str) -> None:
         """Leave `node`'s GPUs in MIG mode with no MIG partitions."""
