@@ -190,7 +190,8 @@ def test_a_pod_under_two_budgets_is_a_500_and_an_unknown_pod_a_404(cluster: Clus
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
-            "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does "
+            "not support.",
             "code": 500,
         },
     )

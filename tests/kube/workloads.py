@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client, config
@@ -133,3 +135,13 @@ class Cluster:
 def ok(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == 0, f"{done.args}\n{done.stdout}\n{done.stderr}"
     return done.stdout
+
+
+def wait_for(check: Callable[[], Any], seconds: float = 10.0) -> Any:
+    """`check`'s first truthy answer, polled until a deadline (the components run in a thread)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        answer = check()
+        if answer or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.05)
