@@ -150,3 +150,12 @@ def test_a_deployment_whose_selector_misses_its_template_is_refused(cluster: Clu
         'Deployment.apps \\"bad\\" is invalid: spec.template.metadata.labels: Invalid value: '
         '{\\"app\\":\\"bad\\"}: `selector` does not match template `labels`'
     ) in refused.value.body
+
+
+def test_kubectl_apply_replaces_a_budget_s_selector_whole(cluster: Cluster, tmp_path: Path) -> None:
+    _apply(cluster, tmp_path, "nginx:1.25")
+    path = tmp_path / "budget.yaml"
+    path.write_text(MANIFEST.split("---\n")[1].replace("{app: web}", "{tier: front}"), encoding="utf-8")
+    ok(cluster.kubectl("apply", "-f", str(path)))
+    selector = cluster.policy.read_namespaced_pod_disruption_budget("web", NS).spec.selector
+    assert selector.match_labels == {"tier": "front"}  # patchStrategy replace: app=web is gone

@@ -33,6 +33,9 @@ MERGE_KEYS = {
     "conditions": "type",
 }
 MERGED_PRIMITIVE_LISTS = ("finalizers",)  # patchStrategy merge on a list of strings: a union
+# patchStrategy replace on a map: a PodDisruptionBudget's selector (kubernetes/api policy/v1
+# types.go) is taken whole, not merged (a Deployment's is immutable either way).
+REPLACED_MAPS = ("selector",)
 _ORDER, _DELETE_PRIMITIVE = "$setElementOrder/", "$deleteFromPrimitiveList/"
 
 
@@ -56,7 +59,8 @@ def strategic_merge(target: Any, patch: Any) -> Any:
     for key, value in patch.items():
         merged = _merge_list(key, out.get(key), value) if isinstance(value, list) else None
         if not isinstance(value, list):
-            merged = None if value is None else strategic_merge(out.get(key), value)
+            base = None if key in REPLACED_MAPS else out.get(key)
+            merged = None if value is None else strategic_merge(base, value)
         if merged is None:
             out.pop(key, None)
         else:
