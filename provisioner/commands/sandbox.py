@@ -64,10 +64,16 @@ def sandbox() -> None:
 )
 @click.option("--latency-ms", default=0.0, type=click.FloatRange(min=0), help="Added to every request.")
 @click.option(
-    "--op-seconds", default=0.0, type=click.FloatRange(min=0), help="How long each pool operation takes."
+    "--op-seconds",
+    default=0.0,
+    type=click.FloatRange(min=0),
+    help="How long each pool operation (and a MIG reconfiguration) takes.",
 )
 @click.option(
-    "--fault-rate", default=0.0, type=click.FloatRange(0, 1), help="Share of requests answered 429 or 503."
+    "--fault-rate",
+    default=0.0,
+    type=click.FloatRange(0, 1),
+    help="Share of requests answered 429 or 503 (and of MIG reconfigurations that fail).",
 )
 @click.option(
     _VERSION_OPTION,

@@ -65,6 +65,7 @@ class Engine:
     ):
         self.op_seconds = op_seconds
         self.fault_rate = fault_rate
+        self.seed = seed  # for draws of their own (the MIG manager's failures), apart from requests'
         self._random = random.Random(seed)
         self._clock = clock
         self._skipped = 0.0  # seconds `advance` moved the clock on

@@ -360,7 +360,8 @@ def test_eks_mig_label_is_applied_by_the_mig_manager_or_fails(world: World):
     api.patch_node(name, {"metadata": {"labels": {"nvidia.com/mig.config": "all-1g.10gb-typo"}}})
     node = api.read_node(name)
     assert node.metadata.labels["nvidia.com/mig.config.state"] == "failed"
-    assert gpu_resources(node) == {"nvidia.com/gpu": "8"}
+    # A config it cannot validate is refused before anything changes: the 1g.5gb layout stays.
+    assert gpu_resources(node) == {"nvidia.com/gpu": "56"}
 
     api.patch_node(name, {"metadata": {"labels": {"nvidia.com/mig.config": "all-3g.20gb"}}})
     world.sandbox.kube.cluster(world.names["eks"]).fail_mig(name)  # the MIG manager gets stuck

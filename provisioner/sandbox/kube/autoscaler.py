@@ -165,13 +165,19 @@ class ClusterAutoscaler:
             del self.idle_since[name]
 
 
+# Taints CA drops from a real node it copies into a template: the node-condition ones (cluster-
+# autoscaler utils/taints NodeConditionTaints), so a cordoned node's group still scales up.
+CONDITION_TAINTS = ("node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready")
+
+
 def _from_node(node: dict[str, Any]) -> Template:
     """A real node as a template (CA's sanitised NodeInfo): its labels, taints, extended resources."""
     labels = dict(node["metadata"].get("labels") or {})
     labels.pop("kubernetes.io/hostname", None)
     allocatable = node["status"].get("allocatable") or {}
     resources = {k: int(v) for k, v in allocatable.items() if "/" in k}
-    return Template(labels, [dict(t) for t in node["spec"].get("taints") or []], resources)
+    taints = [dict(t) for t in node["spec"].get("taints") or [] if t.get("key") not in CONDITION_TAINTS]
+    return Template(labels, taints, resources)
 
 
 def _pack(

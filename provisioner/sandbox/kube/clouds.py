@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from provisioner.sandbox.kube import rules
+from provisioner.sandbox.kube.migmanager import MigReport
 from provisioner.sandbox.kube.rules import Advertised, Hardware
 
 if TYPE_CHECKING:
@@ -154,8 +155,9 @@ class Pool:
     taints: list[dict[str, str]]
     instance_type: str
     hardware: Hardware | None
-    advertise: Callable[[Hardware, dict[str, str], dict[str, Any] | None, str | None], Advertised]
+    advertise: Callable[[Hardware, dict[str, str], dict[str, Any] | None, MigReport | None], Advertised]
     zones: list[str] = field(default_factory=list)  # per node, where the cloud spreads them
+    mig_manager: bool = False  # the GPU Operator's MIG manager partitions from the node label
 
 
 def _hash(text: str, digits: int) -> str:
@@ -180,7 +182,7 @@ def _taint(key: str, value: str, effect: str) -> dict[str, str]:
 
 def _operator(cloud_mig_profile: str | None, mig_manager: bool) -> Callable[..., Advertised]:
     def advertise(
-        hardware: Hardware, labels: dict[str, str], config_map: Any, forced: str | None
+        hardware: Hardware, labels: dict[str, str], config_map: Any, mig: MigReport | None
     ) -> Advertised:
         return rules.device_plugin(
             hardware,
@@ -188,7 +190,7 @@ def _operator(cloud_mig_profile: str | None, mig_manager: bool) -> Callable[...,
             config_map,
             cloud_mig_profile=cloud_mig_profile,
             mig_manager=mig_manager,
-            forced_mig_state=forced,
+            mig=mig,
         )
 
     return advertise
@@ -313,10 +315,10 @@ class GkePools:
 
 
 def _gke(partition_size: str, clients: int) -> Callable[..., Advertised]:
-    return lambda hardware, labels, config_map, forced: rules.gke(hardware, partition_size, clients, labels)
+    return lambda hardware, labels, config_map, mig: rules.gke(hardware, partition_size, clients, labels)
 
 
-def _none(hardware: Hardware, labels: dict[str, str], config_map: Any, forced: str | None) -> Advertised:
+def _none(hardware: Hardware, labels: dict[str, str], config_map: Any, mig: MigReport | None) -> Advertised:
     return Advertised()
 
 
@@ -353,6 +355,7 @@ class EksPools:
                     instance_type=size,
                     hardware=Hardware.of(*gpu) if gpu else None,
                     advertise=_operator(None, mig_manager=True),
+                    mig_manager=True,
                 )
             )
         return found
@@ -389,7 +392,7 @@ class AckPools:
                     taints=[_taint(*t) for t in pool.taints],
                     instance_type=size,
                     hardware=Hardware.of(*gpu) if gpu else None,
-                    advertise=lambda hardware, labels, config_map, forced: rules.ack(hardware, labels),
+                    advertise=lambda hardware, labels, config_map, mig: rules.ack(hardware, labels),
                 )
             )
         return found

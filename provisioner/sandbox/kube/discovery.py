@@ -4,7 +4,9 @@
 Written from the Kubernetes API reference (API concepts, "Discovery API": APIVersions,
 APIResourceList and APIGroupList; "OpenAPI V3": /openapi/v3 lists one document per group
 version) and trimmed to what this API serves: the core/v1 kinds its routes handle, with the verbs
-they take, and on clusters of Kubernetes 1.34 or later the group resource.k8s.io at v1 (its
+they take, the groups apps/v1 (Deployments, ReplicaSets, their /scale) and policy/v1
+(PodDisruptionBudgets; pods/eviction is core's, of kind policy/v1 Eviction), and on clusters of
+Kubernetes 1.34 or later the group resource.k8s.io at v1 (its
 preferred and only version here; kubernetes pkg/registry/resource/rest/storage_resource.go serves
 deviceclasses, resourceclaims with resourceclaims/status, resourceclaimtemplates and
 resourceslices). kubectl asks for aggregated discovery (apidiscovery.k8s.io/v2) first and takes
@@ -29,6 +31,15 @@ RESOURCES: dict[str, tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]] = 
     "namespaces": ("Namespace", "namespace", False, ("get", "list"), ("ns",)),
     "nodes": ("Node", "node", False, ("get", "list", "patch"), ("no",)),
     "pods": ("Pod", "pod", True, ("create", "delete", "get", "list", "patch"), ("po",)),
+    "pods/eviction": ("Eviction", "", True, ("create",), ()),
+}
+# A subresource whose kind is another group's names that group and version in its entry (kubectl
+# drain finds policy/v1 Eviction so: kubectl pkg/drain/drain.go CheckEvictionSupport; the scale
+# client finds autoscaling/v1 Scale so).
+SUBRESOURCE_GROUPS = {
+    "pods/eviction": ("policy", "v1"),
+    "deployments/scale": ("autoscaling", "v1"),
+    "replicasets/scale": ("autoscaling", "v1"),
 }
 
 
@@ -52,31 +63,64 @@ RESOURCE_V1: dict[str, tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]] 
     "resourceslices": ("ResourceSlice", "resourceslice", False, ("get", "list"), ()),
 }
 RESOURCE_GROUP, RESOURCE_VERSION = "resource.k8s.io", "v1"
+# apps/v1 and policy/v1, as far as the sandbox stores them (stored.py), with the verbs urls.py routes.
+APPS_V1: dict[str, tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]] = {
+    "deployments": ("Deployment", "deployment", True, _WRITABLE, ("deploy",)),
+    "deployments/scale": ("Scale", "", True, ("get", "patch", "update"), ()),
+    "replicasets": ("ReplicaSet", "replicaset", True, _WRITABLE, ("rs",)),
+    "replicasets/scale": ("Scale", "", True, ("get", "patch", "update"), ()),
+}
+POLICY_V1: dict[str, tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]] = {
+    "poddisruptionbudgets": ("PodDisruptionBudget", "poddisruptionbudget", True, _WRITABLE, ("pdb",)),
+}
+# group -> (its one version, its resources), in the order /apis lists them.
+GROUPS = {
+    "apps": ("v1", APPS_V1),
+    "policy": ("v1", POLICY_V1),
+    RESOURCE_GROUP: (RESOURCE_VERSION, RESOURCE_V1),
+}
 
 
-def _group_entry() -> dict[str, Any]:
-    version = {"groupVersion": f"{RESOURCE_GROUP}/{RESOURCE_VERSION}", "version": RESOURCE_VERSION}
-    return {"name": RESOURCE_GROUP, "versions": [version], "preferredVersion": version}
+def served_groups(resource_api: bool) -> list[str]:
+    """The named groups a cluster serves: resource.k8s.io only where its version has it."""
+    return [g for g in GROUPS if g != RESOURCE_GROUP or resource_api]
+
+
+def _group_entry(group: str = RESOURCE_GROUP) -> dict[str, Any]:
+    version = {"groupVersion": f"{group}/{GROUPS[group][0]}", "version": GROUPS[group][0]}
+    return {"name": group, "versions": [version], "preferredVersion": version}
 
 
 def api_groups(resource_api: bool) -> dict[str, Any]:
     """GET /apis: the named groups (APIGroupList): resource.k8s.io where the cluster serves it."""
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group_entry()] if resource_api else []}
+    groups = [_group_entry(g) for g in served_groups(resource_api)]
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def group(name: str = RESOURCE_GROUP) -> dict[str, Any]:
+    """GET /apis/<group> (APIGroup)."""
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry(name)}
+
+
+def group_resources(name: str = RESOURCE_GROUP) -> dict[str, Any]:
+    """GET /apis/<group>/<version> (APIResourceList)."""
+    version, table = GROUPS[name]
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{name}/{version}",
+        "resources": _listed(table),
+    }
 
 
 def resource_group() -> dict[str, Any]:
     """GET /apis/resource.k8s.io (APIGroup)."""
-    return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry()}
+    return group(RESOURCE_GROUP)
 
 
 def resource_resources() -> dict[str, Any]:
     """GET /apis/resource.k8s.io/v1 (APIResourceList)."""
-    return {
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": f"{RESOURCE_GROUP}/{RESOURCE_VERSION}",
-        "resources": _listed(RESOURCE_V1),
-    }
+    return group_resources(RESOURCE_GROUP)
 
 
 def core_resources() -> dict[str, Any]:
@@ -95,6 +139,11 @@ def _listed(
             "kind": kind,
             "verbs": list(verbs),
             **({"shortNames": list(short)} if short or "/" not in name else {}),
+            **(
+                {"group": SUBRESOURCE_GROUPS[name][0], "version": SUBRESOURCE_GROUPS[name][1]}
+                if name in SUBRESOURCE_GROUPS
+                else {}
+            ),
         }
         for name, (kind, singular, namespaced, verbs, short) in table.items()
     ]
@@ -107,16 +156,27 @@ OPENAPI_RESOURCE_PATH = "/openapi/v3/apis/resource.k8s.io/v1"
 def openapi_root(prefix: str, resource_api: bool) -> dict[str, Any]:
     """GET /openapi/v3: one document per group version, by its server-relative URL."""
     paths = {"api/v1": {"serverRelativeURL": f"{prefix}{OPENAPI_V1_PATH}"}}
-    if resource_api:
-        paths["apis/resource.k8s.io/v1"] = {"serverRelativeURL": f"{prefix}{OPENAPI_RESOURCE_PATH}"}
+    for name in served_groups(resource_api):
+        path = f"apis/{name}/{GROUPS[name][0]}"
+        paths[path] = {"serverRelativeURL": f"{prefix}/openapi/v3/{path}"}
     return {"paths": paths}
+
+
+def openapi_group(name: str) -> dict[str, Any]:
+    """GET /openapi/v3/apis/<group>/<version>, as openapi_v1 for the group's kinds."""
+    version, table = GROUPS[name]
+    prefix = {"apps": "io.k8s.api.apps.v1", "policy": "io.k8s.api.policy.v1"}.get(name, f"io.k8s.api.{name}")
+    operation = {"apps": "AppsV1", "policy": "PolicyV1"}.get(name, name.title())
+    kinds = {n: row for n, row in table.items() if "/" not in n}
+    return _openapi(name, version, f"/apis/{name}/{version}", prefix, operation_prefix=operation, table=kinds)
 
 
 def openapi_v1() -> dict[str, Any]:
     """GET /openapi/v3/api/v1: the served paths and their operations. kubectl reads it to learn
     whether the server validates fields itself (the `fieldValidation` parameter of PATCH), and then
     leaves validation to it; the schemas are open objects, checked by the API's own rules."""
-    return _openapi("", "v1", "/api/v1", "io.k8s.api.core.v1", operation_prefix="CoreV1", table=RESOURCES)
+    kinds = {name: row for name, row in RESOURCES.items() if "/" not in name}
+    return _openapi("", "v1", "/api/v1", "io.k8s.api.core.v1", operation_prefix="CoreV1", table=kinds)
 
 
 def openapi_resource_v1() -> dict[str, Any]:

@@ -34,7 +34,8 @@ class Events:
         self.stored: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # (ns, uid, reason, message)
 
     def record(self, pod: dict[str, Any], kind: str, reason: str, message: str, component: str) -> None:
-        """An event of `kind` (Normal, Warning) about `pod`, from `component`."""
+        """An event of `kind` (Normal, Warning) about `pod` (or another object: a budget), from
+        `component`."""
         metadata = pod["metadata"]
         key = (metadata["namespace"], metadata["uid"], reason, message)
         stamp, version = now(), self.revisions.next()
@@ -58,8 +59,8 @@ class Events:
                 "resourceVersion": version,
             },
             "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
+                "apiVersion": pod.get("apiVersion", "v1"),
+                "kind": pod.get("kind", "Pod"),
                 "name": metadata["name"],
                 "namespace": metadata["namespace"],
                 "uid": metadata["uid"],

@@ -38,6 +38,10 @@ class NotFound(KubeError):
         return cls(f'{kind} "{name}" not found', _details(kind, name))
 
 
+class Forbidden(KubeError):
+    status, code = 403, "Forbidden"
+
+
 class MethodNotSupported(KubeError):
     status, code = 405, "MethodNotAllowed"
 
@@ -86,3 +90,14 @@ class TooManyRequests(KubeError):
 
 class ServiceUnavailable(KubeError):
     status, code = 503, "ServiceUnavailable"
+
+
+class GatewayTimeout(KubeError):
+    status, code = 504, "Timeout"
+
+
+class FailureStatus(KubeError):
+    """A handler's own Status of failure, with no reason, turned into the error response
+    (apiserver pkg/endpoints/handlers/finisher/finisher.go: errors.FromObject)."""
+
+    status, code = 500, ""

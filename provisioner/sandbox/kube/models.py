@@ -19,17 +19,23 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from provisioner.sandbox.kube import dra, versions
+from provisioner.sandbox.kube import apps, dra, versions
 from provisioner.sandbox.kube.autoscaler import ClusterAutoscaler
 from provisioner.sandbox.kube.claims import DynamicResources
 from provisioner.sandbox.kube.clouds import ADAPTERS
 from provisioner.sandbox.kube.configmaps import ConfigMaps
+from provisioner.sandbox.kube.disruption import BUDGETS, Disruption
 from provisioner.sandbox.kube.events import Events
+from provisioner.sandbox.kube.eviction import Evictions
 from provisioner.sandbox.kube.exceptions import NotFound
+from provisioner.sandbox.kube.migmanager import MigManager
 from provisioner.sandbox.kube.nodes import Nodes
-from provisioner.sandbox.kube.objects import Revisions
+from provisioner.sandbox.kube.objects import Revisions, merge_patch
 from provisioner.sandbox.kube.pods import Pods
 from provisioner.sandbox.kube.resources import ResourceObjects, slices_matching
+from provisioner.sandbox.kube.selectors import selector_text
+from provisioner.sandbox.kube.stored import Store
+from provisioner.sandbox.kube.workloads import Workloads
 
 if TYPE_CHECKING:
     from provisioner.sandbox import SeededCluster
@@ -60,8 +66,12 @@ class KubeCluster:
         self.resources = ResourceObjects(self._revisions, self.kubernetes_version)
         self.dra_driver: dra.Release | None = None  # the DRA driver's Helm release, once installed
         self._published: dict[str, str] = {}  # node -> when its kubelet plugin first published
+        engine = emulator.engine
+        mig = MigManager(
+            engine.now, lambda: engine.op_seconds, lambda: engine.fault_rate, engine.seed, self.name
+        )
         self._nodes = Nodes(
-            ADAPTERS[target.ref.cloud](emulator, target.ref), self._config_maps, self._revisions
+            ADAPTERS[target.ref.cloud](emulator, target.ref), self._config_maps, self._revisions, mig
         )
         self._events = Events(self._revisions)
         # Pods with ResourceClaims, where resource.k8s.io is served (claims.py).
@@ -71,18 +81,35 @@ class KubeCluster:
             else None
         )
         self._pods = Pods(self._nodes, self._revisions, self._events, dra)
-        engine = emulator.engine
+        # apps/v1 and policy/v1, stored, with their controllers (workloads.py, disruption.py)
+        self.stored = {
+            kind.resource: Store(kind, self._revisions)
+            for kind in (apps.DEPLOYMENTS, apps.REPLICA_SETS, BUDGETS)
+        }
+        self._workloads = Workloads(self.stored["deployments"], self.stored["replicasets"], self._pods)
+        self._disruption = Disruption(
+            self.stored["poddisruptionbudgets"], self._pods, self._workloads, self._events
+        )
+        self._evictions = Evictions(self._pods, self._disruption)
         self._autoscaler = ClusterAutoscaler(
             self._nodes, self._pods, self._events, scale_down_delay, lambda: engine.op_seconds
         )
 
     def scan(self) -> None:
-        """One cluster-autoscaler loop (KubeEmulator's thread runs one per scan interval). None
-        until the cluster's first pod: before it nothing is pending or was run, and a scan would
-        see the pools first, numbering their nodes' subnets before the API's first listing does."""
+        """One loop of the cluster's components (KubeEmulator's thread runs one per scan interval):
+        the kubelets stop Terminating pods, the controllers replace them, the scheduler and the
+        cluster autoscaler run, the disruption controller catches up. None until the cluster's
+        first pod: before it nothing is pending or was run, and a scan would see the pools first,
+        numbering their nodes' subnets before the API's first listing does."""
         with self.lock:
-            if self._pods.created:
-                self._autoscaler.scan()
+            if not self._pods.created:
+                self._disruption.sync()
+                return
+            self._pods.reap()
+            self._workloads.sync()
+            self._autoscaler.scan()
+            self._workloads.sync()  # the pods the scheduler bound count as ready now
+            self._disruption.sync()
 
     def list_events(
         self, namespace: str | None, label_selector_text: str = "", field_selector_text: str = ""
@@ -102,6 +129,7 @@ class KubeCluster:
                 {ns for ns, _ in self._config_maps.stored}
                 | {ns for ns, _ in self._pods.stored}
                 | {key[0] for key in self._events.stored}
+                | {ns for store in self.stored.values() for ns, _ in store.stored}
                 | self.resources.namespaces()
             )
 
@@ -321,6 +349,12 @@ class KubeCluster:
         with self.lock:
             self._nodes.fail_mig(node, state)
 
+    def stall_mig(self, node: str) -> None:
+        """Keep `node`'s MIG reconfiguration in flight (or its next) pending for good
+        (NVIDIA/gpu-operator#2833: the MIG manager stuck waiting for the GPU clients' pods)."""
+        with self.lock:
+            self._nodes.stall_mig(node)
+
     def strand_mig(self, node: str) -> None:
         """Leave `node`'s GPUs in MIG mode with no MIG partitions."""
         with self.lock:
@@ -363,7 +397,91 @@ class KubeCluster:
 
     def delete_pod(self, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
-            return self._pods.delete(namespace, name)
+            gone = self._pods.delete(namespace, name)
+            self._workloads.sync()
+            return gone
+
+    def evict_pod(
+        self, namespace: str, name: str, body: dict[str, Any], dry_run: bool = False
+    ) -> dict[str, Any]:
+        """POST …/pods/NAME/eviction (eviction.py): the Status of success, or its error."""
+        with self.lock:
+            done = self._evictions.evict(namespace, name, body, dry_run)
+            self._workloads.sync()
+            return done
+
+    # apps/v1 Deployments and ReplicaSets, policy/v1 PodDisruptionBudgets (stored.py)
+
+    def list_stored(
+        self,
+        resource: str,
+        namespace: str | None,
+        label_selector_text: str = "",
+        field_selector_text: str = "",
+    ) -> list[dict[str, Any]]:
+        with self.lock:
+            return self.stored[resource].matching(namespace, label_selector_text, field_selector_text)
+
+    def get_stored(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        with self.lock:
+            return self.stored[resource].get(namespace, name)
+
+    def has_stored(self, resource: str, namespace: str, name: str) -> bool:
+        with self.lock:
+            return self.stored[resource].exists(namespace, name)
+
+    def create_stored(self, resource: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            made = self.stored[resource].create(namespace, body)
+            return self._settled(resource, namespace, made["metadata"]["name"])
+
+    def replace_stored(
+        self, resource: str, namespace: str, name: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        with self.lock:
+            self.stored[resource].replace(namespace, name, body)
+            return self._settled(resource, namespace, name)
+
+    def patch_stored(
+        self, resource: str, namespace: str, name: str, patch: dict[str, Any], content_type: str
+    ) -> dict[str, Any]:
+        with self.lock:
+            self.stored[resource].patch(namespace, name, patch, content_type)
+            return self._settled(resource, namespace, name)
+
+    def delete_stored(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        with self.lock:
+            if resource == "deployments":
+                gone = self._workloads.delete_deployment(namespace, name)
+            elif resource == "replicasets":
+                gone = self._workloads.delete_replica_set(namespace, name)
+            else:
+                gone = self.stored[resource].delete(namespace, name)
+            self._workloads.sync()
+            return gone
+
+    def scale(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        """…/scale: the autoscaling/v1 Scale of a Deployment or ReplicaSet."""
+        with self.lock:
+            return _scale_of(self.stored[resource].get(namespace, name))
+
+    def patch_scale(self, resource: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A merge patch (or a whole Scale, PUT) of …/scale: only spec.replicas is taken."""
+        with self.lock:
+            current = _scale_of(self.stored[resource].get(namespace, name))
+            replicas = merge_patch(current, patch).get("spec", {}).get("replicas")
+            self.stored[resource].patch(
+                namespace, name, {"spec": {"replicas": replicas}}, "application/merge-patch+json"
+            )
+            return _scale_of(self._settled(resource, namespace, name))
+
+    def _settled(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        """The object after its controllers have run on the write (a budget's is synced at once)."""
+        if resource == "poddisruptionbudgets":
+            self._disruption.sync()
+        else:
+            self._workloads.sync()
+        return self.stored[resource].get(namespace, name)
 
     # ConfigMaps
 
@@ -406,6 +524,24 @@ class KubeCluster:
     def delete_config_map(self, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
             return self._config_maps.delete(namespace, name)
+
+
+def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = obj["metadata"]
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            k: metadata[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in metadata
+        },
+        "spec": {"replicas": obj["spec"]["replicas"]},
+        "status": {
+            "replicas": (obj.get("status") or {}).get("replicas", 0),
+            "selector": selector_text(obj["spec"].get("selector")),
+        },
+    }
 
 
 class KubeClusters:

@@ -23,11 +23,16 @@ from provisioner.sandbox.kube import rules
 from provisioner.sandbox.kube.clouds import Pool
 from provisioner.sandbox.kube.configmaps import ConfigMaps
 from provisioner.sandbox.kube.exceptions import NotFound
+from provisioner.sandbox.kube.migmanager import MigManager, MigReport
 from provisioner.sandbox.kube.objects import Revisions, now
 from provisioner.sandbox.kube.selectors import label_selector
 
 # kubelet's default --max-pods (kubelet configuration reference, maxPods: 110).
 MAX_PODS = 110
+# What the node lifecycle controller taints a cordoned node with (TaintNodesByCondition: kubernetes
+# pkg/controller/nodelifecycle doNoScheduleTaintingPass, UnschedulableTaint; timeAdded set as it
+# adds it), which the scheduler's NodeUnschedulable filter lets a pod tolerate.
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class NodeEdits:
     taints: tuple[list[dict[str, str]], list[dict[str, str]]] | None = None  # (the pool's, set)
     annotations: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
+    cordoned: str = ""  # when spec.unschedulable was set: the taint's timeAdded
     mig_state: str | None = None  # what the MIG manager reports, forced (test helper)
     mig_stranded: bool = False  # MIG mode on and no partitions (test helper)
     capacity: dict[str, str] = field(default_factory=dict)  # resource -> quantity, forced (test helper)
@@ -71,8 +77,11 @@ class NodeEdits:
 class Nodes:
     """Read and patch the nodes of one cluster's pools; the caller holds the cluster's lock."""
 
-    def __init__(self, source: Any, config_maps: ConfigMaps, revisions: Revisions) -> None:
+    def __init__(
+        self, source: Any, config_maps: ConfigMaps, revisions: Revisions, mig: MigManager | None = None
+    ) -> None:
         self.source = source  # the cluster's cloud adapter (clouds.ADAPTERS)
+        self.mig = mig  # the MIG managers of pools that partition from the node label
         self.config_maps = config_maps
         self.revisions = revisions
         self.edits: dict[str, NodeEdits] = {}
@@ -95,6 +104,8 @@ class Nodes:
             del self.edits[gone]
         for gone in set(self._seen) - set(nodes):
             del self._seen[gone]
+        if self.mig is not None:
+            self.mig.forget(set(nodes))
         return nodes
 
     def pools(self) -> list[Pool]:
@@ -139,7 +150,10 @@ class Nodes:
         if "taints" in spec:
             edits.taints = (copy.deepcopy(pool.taints), [dict(t) for t in spec["taints"] or []])
         if "unschedulable" in spec:
-            edits.unschedulable = bool(spec["unschedulable"])
+            cordon = bool(spec["unschedulable"])
+            if cordon and not edits.unschedulable:
+                edits.cordoned = now()
+            edits.unschedulable = cordon
         self.revisions.next()
         return self.get(name)
 
@@ -149,6 +163,13 @@ class Nodes:
         """Make the MIG manager report `state` for `node` (it then leaves the GPUs whole)."""
         self.get(node)
         self.edits.setdefault(node, NodeEdits()).mig_state = state
+
+    def stall_mig(self, node: str) -> None:
+        """Keep `node`'s MIG reconfiguration in flight, or its next one, pending for good: the MIG
+        manager gave up waiting for the GPU clients' pods (NVIDIA/gpu-operator#2833)."""
+        self.get(node)
+        if self.mig is not None:
+            self.mig.stall(node)
 
     def strand_mig(self, node: str) -> None:
         """Leave `node`'s GPUs in MIG mode with no partitions (a MIG config that enabled MIG and
@@ -192,7 +213,9 @@ class Nodes:
         taints = edits.apply_taints([dict(t) for t in pool.taints])  # a taint is flat: key, value, effect
         advertised = rules.Advertised()
         if pool.hardware is not None:
-            advertised = pool.advertise(pool.hardware, labels, config_map, edits.mig_state)
+            advertised = pool.advertise(
+                pool.hardware, labels, config_map, self._mig(pool, name, labels, edits)
+            )
             if edits.mig_stranded:
                 advertised.mig_mode, advertised.mig_profile = True, None
                 advertised.resources = dict.fromkeys(advertised.resources, 0)
@@ -208,6 +231,11 @@ class Nodes:
             spec["taints"] = taints
         if edits.unschedulable:
             spec["unschedulable"] = True
+            if not any(t.get("key") == UNSCHEDULABLE_TAINT for t in taints):
+                spec["taints"] = [
+                    *taints,
+                    {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule", "timeAdded": edits.cordoned},
+                ]
         metadata: dict[str, Any] = {"name": name, "uid": uid, "creationTimestamp": created, "labels": labels}
         if edits.annotations:
             metadata["annotations"] = dict(edits.annotations)
@@ -234,6 +262,16 @@ class Nodes:
         digest = hashlib.sha256(repr(node).encode()).hexdigest()
         metadata["resourceVersion"] = str(int(digest[:12], 16))
         return node
+
+    def _mig(self, pool: Pool, name: str, labels: dict[str, str], edits: NodeEdits) -> MigReport | None:
+        """What the node's MIG manager reports: forced by a test helper (the GPUs left whole), else
+        its own account of the label's changes; None where no MIG manager runs or no label is set."""
+        if edits.mig_state is not None:
+            return MigReport(edits.mig_state, None)
+        wanted = labels.get(rules.MIG_CONFIG_LABEL)
+        if not pool.mig_manager or self.mig is None or wanted is None or pool.hardware is None:
+            return None
+        return self.mig.report(name, wanted, rules.valid_mig_config(pool.hardware.gpu, wanted))
 
 
 def _joined(pool: Pool, booting: dict[str, float]) -> Pool:

@@ -6,12 +6,27 @@ from __future__ import annotations
 import copy
 import datetime
 import itertools
+import random
 import uuid
 from typing import Any
 
 from provisioner.sandbox.kube.exceptions import BadRequest, Invalid
 
 Key = tuple[str, str]  # namespace, name
+
+
+# The API server's generateName suffix: 5 characters of this alphabet, the prefix cut to leave room
+# in 63 (apiserver pkg/storage/names/generate.go: randomLength 5, maxNameLength 63; apimachinery
+# pkg/util/rand/rand.go: alphanums, no vowels so no words are spelt).
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_RANDOM_LENGTH, _MAX_NAME = 5, 63
+_names = random.Random()
+
+
+def generate_name(prefix: str) -> str:
+    """`prefix` with the apiserver's random suffix (SimpleNameGenerator.GenerateName)."""
+    base = prefix[: _MAX_NAME - _RANDOM_LENGTH]
+    return base + "".join(_names.choice(NAME_ALPHABET) for _ in range(_RANDOM_LENGTH))
 
 
 def now() -> str:
@@ -53,7 +68,7 @@ def new_object(namespace: str, body: dict[str, Any], kind: str) -> dict[str, Any
                     )
                 ],
             )
-        metadata["name"] = prefix + uuid.uuid4().hex[:5]
+        metadata["name"] = generate_name(prefix)
     metadata["namespace"] = namespace
     metadata["uid"] = str(uuid.uuid4())
     metadata["creationTimestamp"] = now()

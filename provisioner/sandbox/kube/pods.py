@@ -68,9 +68,10 @@ class Pods:
             and selected(pod)
         ]
 
-    def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create(self, namespace: str, body: dict[str, Any], *, schedule: bool = True) -> dict[str, Any]:
         """Create a pod; one given spec.nodeName is bound there at once and admitted or refused
-        as the kubelet does."""
+        as the kubelet does. `schedule` False: left Pending for the scheduler's next pass (`retry`),
+        as a controller's pods are, seen by the scheduler only after they are stored."""
         pod = new_object(namespace, body, "Pod")
         pod.setdefault("spec", {})
         name = pod["metadata"]["name"]
@@ -93,7 +94,7 @@ class Pods:
         pod["status"] = {"phase": "Pending"}
         if self.dra is not None:
             self.dra.sync_pod(pod)  # the resourceclaim controller makes the templates' claims
-        if not pod["spec"].get("nodeName"):
+        if not pod["spec"].get("nodeName") and schedule:
             self._bind(pod, nodes)
         if pod["spec"].get("nodeName"):
             pod["status"] = self._admit(pod, nodes)
@@ -118,9 +119,10 @@ class Pods:
         seen = ",".join(f"{n}={node['metadata']['resourceVersion']}" for n, node in sorted(nodes.items()))
         if self.dra is not None:  # claims, classes and slices requeue pods too
             seen += "|" + self.dra.fingerprint()
-        if seen == self._nodes_seen:
-            return
-        for pod in self.unschedulable():
+        waiting = self.unschedulable()
+        if seen == self._nodes_seen:  # only pods the scheduler has not tried yet
+            waiting = [p for p in waiting if not p["status"].get("conditions")]
+        for pod in waiting:
             bound = copy.deepcopy(pod)
             if self.dra is not None:
                 self.dra.sync_pod(bound)
@@ -264,6 +266,47 @@ class Pods:
         }
         self.stored[(namespace, name)] = merged
         return copy.deepcopy(merged)
+
+    def terminate(self, namespace: str, name: str, grace_seconds: int | None = None) -> dict[str, Any]:
+        """A graceful delete: the pod is Terminating (deletionTimestamp set) until its kubelet has
+        stopped it (`reap`). The grace period is the request's, else the pod's
+        terminationGracePeriodSeconds (30); a pod not bound or already done goes at once (pod
+        strategy CheckGracefulDelete sets its period to 0), as does a period of 0."""
+        pod = self.get(namespace, name)
+        if pod["metadata"].get("deletionTimestamp"):
+            return pod
+        if grace_seconds is None:
+            grace_seconds = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
+        if (
+            grace_seconds <= 0
+            or not pod["spec"].get("nodeName")
+            or pod["status"].get("phase") in FINISHED_PHASES
+        ):
+            return self.delete(namespace, name)
+        metadata = {
+            **pod["metadata"],
+            "deletionTimestamp": now(),
+            "deletionGracePeriodSeconds": grace_seconds,
+            "resourceVersion": self.revisions.next(),
+        }
+        self.stored[(namespace, name)] = {**self.stored[(namespace, name)], "metadata": metadata}
+        return self.get(namespace, name)
+
+    def reap(self) -> list[dict[str, Any]]:
+        """The kubelets stop their Terminating pods (containers here exit on SIGTERM at once): the
+        pods gone, returned."""
+        terminating = [key for key, pod in self.stored.items() if pod["metadata"].get("deletionTimestamp")]
+        return [self.delete(*key) for key in terminating]
+
+    def add_condition(self, namespace: str, name: str, condition: dict[str, Any]) -> None:
+        """Set a status condition on the pod (the API server's DisruptionTarget before an eviction)."""
+        stored = self.stored[(namespace, name)]
+        kept = [c for c in stored["status"].get("conditions") or [] if c.get("type") != condition["type"]]
+        self.stored[(namespace, name)] = {
+            **stored,
+            "metadata": {**stored["metadata"], "resourceVersion": self.revisions.next()},
+            "status": {**stored["status"], "conditions": [*kept, {**condition, "lastTransitionTime": now()}]},
+        }
 
     def delete(self, namespace: str, name: str) -> dict[str, Any]:
         pod = self.get(namespace, name)

@@ -24,7 +24,7 @@ from typing import Any
 
 from provisioner.sandbox.kube import fields, validation, versions
 from provisioner.sandbox.kube.exceptions import AlreadyExists, BadRequest, Conflict, Invalid, NotFound
-from provisioner.sandbox.kube.objects import merge_patch, now
+from provisioner.sandbox.kube.objects import generate_name, merge_patch, now
 from provisioner.sandbox.kube.selectors import field_selector, label_selector
 
 GROUP, VERSION = "resource.k8s.io", "v1"
@@ -278,7 +278,7 @@ class ResourceObjects:
                     [validation.required("metadata.name", "name or generateName is required")],
                     GROUP,
                 )
-            metadata["name"] = prefix + uuid.uuid4().hex[:5]
+            metadata["name"] = generate_name(prefix)
         if kind.namespaced:
             metadata["namespace"] = namespace
         else:

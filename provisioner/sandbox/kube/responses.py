@@ -11,7 +11,7 @@ from ruamel.yaml.error import YAMLError
 from werkzeug.wrappers import Request, Response
 
 from provisioner.sandbox.engine import Engine
-from provisioner.sandbox.kube import discovery, dra, tables, versions
+from provisioner.sandbox.kube import discovery, dra, versions
 from provisioner.sandbox.kube.exceptions import (
     BadRequest,
     KubeError,
@@ -21,9 +21,12 @@ from provisioner.sandbox.kube.exceptions import (
     Unauthorized,
     UnsupportedMediaType,
 )
+from provisioner.sandbox.kube.listing import listed as _list
+from provisioner.sandbox.kube.listing import one as _one
 from provisioner.sandbox.kube.models import KubeCluster, KubeClusters
 from provisioner.sandbox.kube.resources import GROUP_VERSION, KINDS
 from provisioner.sandbox.kube.urls import ROUTES
+from provisioner.sandbox.kube.workload_responses import WorkloadHandlers
 from provisioner.sandbox.wire import (
     ApiError,
     EmulatorApp,
@@ -68,42 +71,13 @@ def render_error(error: ApiError) -> Response:
         "reason": error.code,
         "code": error.status,
     }
+    if not error.code:
+        del body["reason"]
     details = error.details if isinstance(error, KubeError) else None
     if details is not None:
         body["details"] = details
     headers = {"Retry-After": f"{error.retry_after:g}"} if error.retry_after is not None else None
     return json_response(body, error.status, headers)
-
-
-def _one(kind: str, cluster: KubeCluster, item: dict[str, Any], request: Request) -> Response:
-    """An object, or its one-row Table where kubectl asks for one (`kubectl get pod NAME`)."""
-    if tables.wants_table(request.headers.get("Accept", "")):
-        printed = tables.table(kind, cluster.version, [item])
-        if printed is not None:
-            return json_response(printed)
-    return json_response(item)
-
-
-def _list(
-    kind: str,
-    cluster: KubeCluster,
-    items: list[dict[str, Any]],
-    request: Request | None = None,
-    api_version: str = "v1",
-) -> Response:
-    """A `<Kind>List`, or the Table kubectl asks for where this API prints the kind."""
-    if request is not None and tables.wants_table(request.headers.get("Accept", "")):
-        printed = tables.table(kind, cluster.version, items)
-        if printed is not None:
-            return json_response(printed)
-    return json_response(
-        {
-            "kind": f"{kind}List",
-            "apiVersion": api_version,
-            "metadata": {"resourceVersion": cluster.version},
-            "items": items,
-        }
-    )
 
 
 def _release(release: dra.Release) -> dict[str, Any]:
@@ -135,7 +109,7 @@ def _body(request: Request) -> dict[str, Any]:
     return body
 
 
-class KubeHandlers:
+class KubeHandlers(WorkloadHandlers):
     def __init__(self, clusters: KubeClusters):
         self.clusters = clusters
 

@@ -17,6 +17,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from provisioner.sandbox.kube.migmanager import MigReport
+
 # MIG profiles per GPU: profile -> (instances on one GPU, GPU-instance profile ID). NVIDIA MIG user
 # guide, "Supported MIG Profiles" (docs.nvidia.com/datacenter/tesla/mig-user-guide/
 # supported-mig-profiles.html); the RTX PRO 6000 from GoogleCloudPlatform/container-engine-
@@ -187,8 +189,18 @@ DEPLOY_DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 # The operator's mig.strategy (chart default single) reaches the plugin as MIG_STRATEGY, which
 # takes precedence over the config file's flags (device-plugin README, configuration options).
 OPERATOR_MIG_STRATEGY = "single"
+# What the MIG manager sets the operands' deploy labels to while it reconfigures (mig-parted
+# pkg/mig/reconfigure/reconfigure.go maybeSetPaused, :581-586).
+PAUSED_FOR_MIG_CHANGE = "paused-for-mig-change"
 GPU = "nvidia.com/gpu"
 SHARING_SECTIONS = {"timeSlicing": "time-slicing", "mps": "mps"}
+
+
+def valid_mig_config(gpu: str, config: str) -> bool:
+    """Whether the MIG manager's config file has `config` for `gpu` (all-disabled, all-<profile>)."""
+    return config == MIG_DISABLED or (
+        config.startswith("all-") and mig_instances(gpu, config[4:]) is not None
+    )
 
 
 def device_plugin(
@@ -198,24 +210,26 @@ def device_plugin(
     *,
     cloud_mig_profile: str | None,
     mig_manager: bool,
-    forced_mig_state: str | None = None,
+    mig: MigReport | None = None,
 ) -> Advertised:
     """The GPU Operator's view of one node. `cloud_mig_profile`: the profile the cloud partitioned
     the GPUs into itself (AKS); `mig_manager`: whether the operator's MIG manager partitions them
-    from the node label instead (EKS)."""
+    from the node label instead (EKS), `mig` what it reports (migmanager.py; None: the label's
+    config in place, or failed where it has none)."""
     out = Advertised()
     out.labels[GPU_PRESENT_LABEL] = "true"
-    out.labels[DEPLOY_DEVICE_PLUGIN_LABEL] = labels.get(DEPLOY_DEVICE_PLUGIN_LABEL) or "true"
-    plugin_runs = out.labels[DEPLOY_DEVICE_PLUGIN_LABEL] == "true"
+    deploy = labels.get(DEPLOY_DEVICE_PLUGIN_LABEL) or "true"
     profile = cloud_mig_profile
     if mig_manager and MIG_CONFIG_LABEL in labels:
         wanted = labels[MIG_CONFIG_LABEL]
-        known = wanted == MIG_DISABLED or (
-            wanted.startswith("all-") and mig_instances(hardware.gpu, wanted[4:]) is not None
-        )
-        state = forced_mig_state or ("success" if known else "failed")
-        out.labels[MIG_STATE_LABEL] = state
-        profile = wanted[4:] if state == "success" and wanted != MIG_DISABLED else None
+        if mig is None:
+            valid = valid_mig_config(hardware.gpu, wanted)
+            mig = MigReport("success" if valid else "failed", wanted if valid else None)
+        out.labels[MIG_STATE_LABEL] = mig.state
+        profile = mig.applied[4:] if mig.applied and mig.applied != MIG_DISABLED else None
+        if mig.paused and deploy != "false":
+            deploy = PAUSED_FOR_MIG_CHANGE
+    out.labels[DEPLOY_DEVICE_PLUGIN_LABEL] = deploy
     instances = mig_instances(hardware.gpu, profile) if profile else None
     out.partitioned(hardware.gpu, profile)
     devices = hardware.count * (instances or 1)
@@ -225,8 +239,11 @@ def device_plugin(
     if sharing is _BROKEN or (sharing is not None and sharing[0] == "mps" and instances):
         return out  # the plugin fails to start: the node advertises no GPUs at all
     strategy, replicas, resource = sharing or ("none", 1, GPU)
-    if plugin_runs:
+    if deploy == "true":
         out.resources[resource] = devices * replicas
+    elif deploy == PAUSED_FOR_MIG_CHANGE:
+        # A device plugin that registered and stopped: the kubelet reports its resource as 0.
+        out.resources[resource] = 0
     out.labels.update(
         {
             "nvidia.com/gpu.count": str(devices),

@@ -1,7 +1,8 @@
 """kube-scheduler's filters, as far as the sandbox's pods need them, and its FitError message.
 
 Sources: kubernetes/kubernetes pkg/scheduler/framework/plugins: NodeUnschedulable ("node(s) were
-unschedulable"), TaintToleration ("node(s) had untolerated taint {%s: %s}", key and value, only
+unschedulable", unless the pod tolerates node.kubernetes.io/unschedulable:NoSchedule),
+TaintToleration ("node(s) had untolerated taint {%s: %s}", key and value, only
 NoSchedule and NoExecute taints), NodeAffinity ("node(s) didn't match Pod's node affinity/selector",
 spec.nodeSelector here), NodeResourcesFit ("Insufficient %v" per resource, "Too many pods"). The
 framework runs the filters in that order and stops at a node's first failing plugin. FitError:
@@ -16,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
+# NodeUnschedulable lets a pod onto a cordoned node where it tolerates this taint (node_unschedulable.go).
+UNSCHEDULABLE = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 
@@ -61,9 +64,9 @@ def failures(
     """Why `pod` does not fit `node`, whose active pods (`pods_on_node` of them) hold `held`
     of its extended resources: the first failing filter's reasons, [] where it fits."""
     spec, node_spec = pod.get("spec") or {}, node.get("spec") or {}
-    if node_spec.get("unschedulable"):
-        return ["node(s) were unschedulable"]
     tolerations = spec.get("tolerations") or []
+    if node_spec.get("unschedulable") and not tolerates(tolerations, UNSCHEDULABLE):
+        return ["node(s) were unschedulable"]
     for taint in node_spec.get("taints") or []:
         if taint.get("effect") in SCHEDULING_EFFECTS and not tolerates(tolerations, taint):
             return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"]

@@ -74,3 +74,43 @@ def field_selector(
         return all((values[key] == value) == equal for key, equal, value in tests)
 
     return matches
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector (matchLabels ANDed with matchExpressions: In, NotIn, Exists,
+    DoesNotExist) against `labels` (LabelSelectorAsSelector). None matches nothing; {} everything."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key", ""), expression.get("operator", "")
+        values = set(expression.get("values") or [])
+        present = key in labels
+        if not {
+            "In": present and labels.get(key) in values,
+            "NotIn": not present or labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }.get(operator, False):
+            return False
+    return True
+
+
+def selector_is_empty(selector: Mapping[str, Any] | None) -> bool:
+    """labels.Selector.Empty of LabelSelectorAsSelector: no requirement at all (nil or {})."""
+    return not selector or (not selector.get("matchLabels") and not selector.get("matchExpressions"))
+
+
+def selector_text(selector: Mapping[str, Any] | None) -> str:
+    """The selector as labels.Selector.String writes it (a Scale's status.selector, kubectl's
+    SELECTOR column): requirements sorted by key, `k=v`, `k in (a,b)`, `k`, `!k`."""
+    terms: list[tuple[str, str]] = [
+        (k, f"{k}={v}") for k, v in (selector or {}).get("matchLabels", {}).items()
+    ]
+    for expression in (selector or {}).get("matchExpressions") or []:
+        key, operator = expression.get("key", ""), expression.get("operator", "")
+        values = ",".join(sorted(expression.get("values") or []))
+        written = {"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key}
+        terms.append((key, written.get(operator, f"!{key}")))
+    return ",".join(text for _, text in sorted(terms))

@@ -1,7 +1,9 @@
 """Lists and objects as the `Table` kubectl asks for (Accept: application/json;as=Table;
 g=meta.k8s.io;v=v1): the columns the API server's printers give each kind (kubernetes
 pkg/printers/internalversion printers.go: nodes NAME STATUS ROLES AGE VERSION, pods NAME READY
-STATUS RESTARTS AGE, configmaps NAME DATA AGE, events LAST SEEN TYPE REASON OBJECT MESSAGE;
+STATUS RESTARTS AGE (Terminating while deleted), configmaps NAME DATA AGE, deployments NAME READY
+UP-TO-DATE AVAILABLE AGE, replicasets NAME DESIRED CURRENT READY AGE, poddisruptionbudgets NAME
+MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE, events LAST SEEN TYPE REASON OBJECT MESSAGE;
 deviceclasses and resourceclaimtemplates NAME AGE, resourceclaims NAME STATE AGE with STATE from
 resourceClaimState, resourceslices NAME NODE DRIVER POOL AGE), each
 row with its object's metadata (PartialObjectMetadata), so that kubectl's own columns (-L label)
@@ -50,7 +52,38 @@ def _pod(item: dict[str, Any]) -> list[Any]:
     ready = sum(1 for s in statuses if s.get("ready"))
     restarts = sum(s.get("restartCount", 0) for s in statuses)
     phase = item.get("status", {}).get("phase", "Pending")
+    if item["metadata"].get("deletionTimestamp"):
+        phase = "Terminating"  # printPod: a pod being deleted reads Terminating
     return [item["metadata"]["name"], f"{ready}/{len(containers)}", phase, restarts, _age(item)]
+
+
+def _deployment(item: dict[str, Any]) -> list[Any]:
+    """printDeployment: READY ready/desired, UP-TO-DATE, AVAILABLE."""
+    status = item.get("status") or {}
+    wanted = (item.get("spec") or {}).get("replicas", 0)
+    ready = f"{status.get('readyReplicas', 0)}/{wanted}"
+    updated, available = status.get("updatedReplicas", 0), status.get("availableReplicas", 0)
+    return [item["metadata"]["name"], ready, str(updated), str(available), _age(item)]
+
+
+def _replica_set(item: dict[str, Any]) -> list[Any]:
+    """printReplicaSet: DESIRED spec.replicas, CURRENT status.replicas, READY."""
+    status = item.get("status") or {}
+    wanted = (item.get("spec") or {}).get("replicas", 0)
+    return [
+        item["metadata"]["name"],
+        wanted,
+        status.get("replicas", 0),
+        status.get("readyReplicas", 0),
+        _age(item),
+    ]
+
+
+def _budget(item: dict[str, Any]) -> list[Any]:
+    """printPodDisruptionBudget: N/A for the bound not set."""
+    spec, status = item.get("spec") or {}, item.get("status") or {}
+    bounds = [str(spec[k]) if spec.get(k) is not None else "N/A" for k in ("minAvailable", "maxUnavailable")]
+    return [item["metadata"]["name"], *bounds, status.get("disruptionsAllowed", 0), _age(item)]
 
 
 def _config_map(item: dict[str, Any]) -> list[Any]:
@@ -88,7 +121,7 @@ def _resource_slice(item: dict[str, Any]) -> list[Any]:
 
 def _columns(*names: str) -> list[dict[str, Any]]:
     """Column definitions: a name column, then the others; the counts are integers."""
-    kinds = {"Restarts": "integer", "Data": "integer"}
+    kinds = dict.fromkeys(("Restarts", "Data", "Desired", "Current", "Allowed Disruptions"), "integer")
     return [{"name": "Name", "type": "string", "format": "name", "priority": 0}] + [
         {"name": name, "type": kinds.get(name, "string"), "format": "", "priority": 0} for name in names
     ]
@@ -98,6 +131,12 @@ COLUMNS: dict[str, tuple[list[dict[str, Any]], Callable[[dict[str, Any]], list[A
     "Node": (_columns("Status", "Roles", "Age", "Version"), _node),
     "Pod": (_columns("Ready", "Status", "Restarts", "Age"), _pod),
     "ConfigMap": (_columns("Data", "Age"), _config_map),
+    "Deployment": (_columns("Ready", "Up-to-date", "Available", "Age"), _deployment),
+    "ReplicaSet": (_columns("Desired", "Current", "Ready", "Age"), _replica_set),
+    "PodDisruptionBudget": (
+        _columns("Min Available", "Max Unavailable", "Allowed Disruptions", "Age"),
+        _budget,
+    ),
     "DeviceClass": (_columns("Age"), lambda item: [item["metadata"]["name"], _age(item)]),
     "ResourceClaimTemplate": (_columns("Age"), lambda item: [item["metadata"]["name"], _age(item)]),
     "ResourceClaim": (

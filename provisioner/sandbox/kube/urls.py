@@ -1,5 +1,7 @@
 """The sandbox Kubernetes API's routes: the core/v1 paths the official client calls (kubernetes
-api/core_v1_api.py, version_api.py), the resource.k8s.io/v1 paths (resource_v1_api.py:
+api/core_v1_api.py, version_api.py, with pods/eviction), the apps/v1 and policy/v1 paths
+(apps_v1_api.py, policy_v1_api.py: deployments and replicasets with /scale,
+poddisruptionbudgets), the resource.k8s.io/v1 paths (resource_v1_api.py:
 deviceclasses, resourceslices, resourceclaims with their status, resourceclaimtemplates), the
 discovery and OpenAPI paths kubectl reads first, and the sandbox's own /sandbox/ paths (what a
 user does with helm, done for them), each fleet cluster under its own prefix /clusters/<name>,
@@ -37,6 +39,45 @@ def _stored(resource: str, namespaced: bool) -> list[Rule]:
     return rules
 
 
+def _group(group: str, version: str, resources: tuple[str, ...], scaled: tuple[str, ...] = ()) -> list[Rule]:
+    """A stored group's routes (apps/v1, policy/v1): its discovery and OpenAPI document, and per
+    namespaced resource list (everywhere and per namespace), create, get, replace, patch, delete,
+    with /scale where it has one."""
+    root = f"{_CLUSTER}/apis/{group}/{version}"
+    named = {"group": group}
+    rules = [
+        Rule(f"{_CLUSTER}/apis/{group}", methods=["GET"], endpoint="api_group", defaults=named),
+        Rule(root, methods=["GET"], endpoint="group_resources", defaults=named),
+        Rule(
+            f"{_CLUSTER}/openapi/v3/apis/{group}/{version}",
+            methods=["GET"],
+            endpoint="openapi_group",
+            defaults=named,
+        ),
+    ]
+    for resource in resources:
+        kind = {"resource": resource}
+        collection, item = (
+            f"{root}/namespaces/<namespace>/{resource}",
+            f"{root}/namespaces/<namespace>/{resource}/<name>",
+        )
+        rules += [
+            Rule(f"{root}/{resource}", methods=["GET"], endpoint="list_stored", defaults=kind),
+            Rule(collection, methods=["GET"], endpoint="list_stored", defaults=kind),
+            Rule(collection, methods=["POST"], endpoint="create_stored", defaults=kind),
+            Rule(item, methods=["GET"], endpoint="get_stored", defaults=kind),
+            Rule(item, methods=["PUT"], endpoint="replace_stored", defaults=kind),
+            Rule(item, methods=["PATCH"], endpoint="patch_stored", defaults=kind),
+            Rule(item, methods=["DELETE"], endpoint="delete_stored", defaults=kind),
+        ]
+        if resource in scaled:
+            rules += [
+                Rule(f"{item}/scale", methods=["GET"], endpoint="get_scale", defaults=kind),
+                Rule(f"{item}/scale", methods=["PATCH", "PUT"], endpoint="patch_scale", defaults=kind),
+            ]
+    return rules
+
+
 ROUTES = Map(
     [
         Rule(f"{_CLUSTER}/version", methods=["GET"], endpoint="version"),
@@ -58,6 +99,7 @@ ROUTES = Map(
         Rule(f"{_NAMESPACED}/pods/<name>", methods=["GET"], endpoint="get_pod"),
         Rule(f"{_NAMESPACED}/pods/<name>", methods=["PATCH"], endpoint="patch_pod"),
         Rule(f"{_NAMESPACED}/pods/<name>", methods=["DELETE"], endpoint="delete_pod"),
+        Rule(f"{_NAMESPACED}/pods/<name>/eviction", methods=["POST"], endpoint="evict_pod"),
         Rule(f"{_V1}/configmaps", methods=["GET"], endpoint="list_config_maps"),
         Rule(f"{_NAMESPACED}/configmaps", methods=["GET"], endpoint="list_config_maps"),
         Rule(f"{_NAMESPACED}/configmaps", methods=["POST"], endpoint="create_config_map"),
@@ -82,6 +124,8 @@ ROUTES = Map(
         ),
         Rule(f"{_RESOURCE}/resourceslices", methods=["GET"], endpoint="list_resource_slices"),
         Rule(f"{_RESOURCE}/resourceslices/<name>", methods=["GET"], endpoint="get_resource_slice"),
+        *_group("apps", "v1", ("deployments", "replicasets"), scaled=("deployments", "replicasets")),
+        *_group("policy", "v1", ("poddisruptionbudgets",)),
         Rule(f"{_CLUSTER}/sandbox/dra-driver", methods=["GET"], endpoint="get_dra_driver"),
         Rule(f"{_CLUSTER}/sandbox/dra-driver", methods=["PUT"], endpoint="install_dra_driver"),
         Rule(f"{_CLUSTER}/sandbox/dra-driver", methods=["DELETE"], endpoint="uninstall_dra_driver"),

@@ -61,6 +61,8 @@ def _shown(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return str(value)
+    if isinstance(value, dict | list):  # json.Marshal of a compound value: compact, keys sorted
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
     return json.dumps(str(value))
 
 
