@@ -68,8 +68,11 @@ def test_kubectl_drain_waits_out_a_budget_that_allows_one_eviction_at_a_time(clu
     evicted = sorted(line.split("/", 1)[1] for line in done.stdout.splitlines() if line.endswith(" evicted"))
     assert len(evicted) == 2 and done.stdout.endswith(f"node/{first} drained\n")
     # kubectl evicts both at once: the budget lets one go, the other waits for its replacement
-    (retried,) = [line for line in done.stderr.splitlines() if RETRY in line]
-    assert retried.startswith('error when evicting pods/"web-') and f'-n "{NS}"' in retried
+    # (unless the replacement is Ready before kubectl's second request: a busy machine's timing)
+    retried = [line for line in done.stderr.splitlines() if RETRY in line]
+    assert len(retried) <= 1
+    for line in retried:
+        assert line.startswith('error when evicting pods/"web-') and f'-n "{NS}"' in line
     assert set(_placed(cluster, "web", 2).values()) == {second}
 
 
