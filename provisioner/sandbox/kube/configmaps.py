@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import copy
-import uuid
 from typing import Any
 
 from provisioner.sandbox.kube import fields
 from provisioner.sandbox.kube.exceptions import AlreadyExists, BadRequest, Conflict, Invalid, NotFound
-from provisioner.sandbox.kube.objects import Key, Revisions, merge_patch, new_object, now, same_object
+from provisioner.sandbox.kube.objects import Key, Revisions, merge_patch, new_object, same_object, stamp
 from provisioner.sandbox.kube.selectors import field_selector, label_selector
 
 CONFIG_MAP_FIELDS = ("metadata.name", "metadata.namespace")
@@ -128,15 +127,8 @@ class ConfigMaps:
         obj = copy.deepcopy(obj)
         obj["apiVersion"], obj["kind"] = "v1", "ConfigMap"
         metadata = obj.setdefault("metadata", {})
-        metadata.pop("managedFields", None)
         metadata["namespace"], metadata["name"] = key
-        previous = (current or {}).get("metadata", {})
-        metadata["uid"] = previous.get("uid") or str(uuid.uuid4())
-        metadata["creationTimestamp"] = previous.get("creationTimestamp") or now()
-        metadata["resourceVersion"] = self.revisions.next()
-        for empty in ("labels", "annotations"):
-            if not metadata.get(empty):
-                metadata.pop(empty, None)
+        stamp(metadata, current, self.revisions.next())
         self.stored[key] = obj
         self.managed.setdefault(key, [])
         self.managed[key][:] = [e for e in self.managed[key] if e.fields]

@@ -33,6 +33,20 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def stamp(metadata: dict[str, Any], current: dict[str, Any] | None, revision: str) -> None:
+    """The metadata a write stores: the object's uid and creation time kept from `current` (new
+    where it is new), the write's resourceVersion, and no empty labels or annotations (the API
+    server drops them); managedFields are the store's to render."""
+    metadata.pop("managedFields", None)
+    previous = (current or {}).get("metadata", {})
+    metadata["uid"] = previous.get("uid") or str(uuid.uuid4())
+    metadata["creationTimestamp"] = previous.get("creationTimestamp") or now()
+    metadata["resourceVersion"] = revision
+    for empty in ("labels", "annotations"):
+        if not metadata.get(empty):
+            metadata.pop(empty, None)
+
+
 class Revisions:
     """The cluster's resourceVersion: every write takes the next one, lists report the last."""
 

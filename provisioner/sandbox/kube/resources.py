@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from provisioner.sandbox.kube import fields, validation, versions
 from provisioner.sandbox.kube.exceptions import AlreadyExists, BadRequest, Conflict, Invalid, NotFound
-from provisioner.sandbox.kube.objects import generate_name, merge_patch, now
+from provisioner.sandbox.kube.objects import generate_name, merge_patch, stamp
 from provisioner.sandbox.kube.selectors import field_selector, label_selector
 
 GROUP, VERSION = "resource.k8s.io", "v1"
@@ -328,15 +327,7 @@ class ResourceObjects:
 
     def _store(self, key: Key, obj: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any]:
         obj = copy.deepcopy(obj)
-        metadata = obj.setdefault("metadata", {})
-        metadata.pop("managedFields", None)
-        previous = (current or {}).get("metadata", {})
-        metadata["uid"] = previous.get("uid") or str(uuid.uuid4())
-        metadata["creationTimestamp"] = previous.get("creationTimestamp") or now()
-        metadata["resourceVersion"] = self.revisions.next()
-        for empty in ("labels", "annotations"):
-            if not metadata.get(empty):
-                metadata.pop(empty, None)
+        stamp(obj.setdefault("metadata", {}), current, self.revisions.next())
         self.stored[key] = obj
         self.managed.setdefault(key, [])
         self.managed[key][:] = [e for e in self.managed[key] if e.fields]
