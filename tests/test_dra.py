@@ -283,3 +283,24 @@ def test_render_takes_the_clusters_version_for_the_extended_resource(tmp_path):
     bad = runner.invoke(main, ["render", fleet, "--kubernetes-version", "latest"])
     assert bad.exit_code == 1
     assert "--kubernetes-version: 'latest' is not a Kubernetes version" in bad.output
+
+
+def test_an_ack_pool_switched_to_dra_is_an_update_of_its_scheduling_label(fleet_file):
+    import dataclasses
+
+    from provisioner.observe import Observation
+    from provisioner.plan import diff_cluster
+
+    pool = "{name: p, instanceType: ecs.gn7i-c8g1.2xlarge, gpu: {%s}, nodes: {count: 1}}"
+    before = compile_file(fleet_file(ACK_HEADER + f"      - {pool % ''}\n")).clusters[0]
+    after = compile_file(fleet_file(ACK_HEADER + f"      - {pool % 'allocation: dra'}\n")).clusters[0]
+    observed = dataclasses.replace(desired_state(before.pools[0]), status="ready")
+    plan = diff_cluster(after, Observation(after.target, (observed,)))
+    [change] = plan.changes
+    assert change.action.name == "update"
+    [labels] = change.fields
+    assert (labels.field, labels.before, labels.after) == (
+        "labels",
+        {"ack.node.gpu.schedule": "default"},
+        {"ack.node.gpu.schedule": "disabled"},
+    )
