@@ -136,12 +136,14 @@ def desired_state(compiled: CompiledPool) -> PoolState:
 
 
 def _cloud_installs_driver(compiled: CompiledPool) -> bool | None:
-    """Where the cloud has a pool field for it (GKE), whether the cloud installs the NVIDIA driver
-    on the pool's nodes: not on a DRA pool there (clouds.yaml `dra.cloudInstallsDriver`)."""
+    """Where the cloud has a pool field for it (GKE), False on a DRA pool: the cloud must not install
+    the NVIDIA driver there (clouds.yaml `dra.cloudInstallsDriver`). None elsewhere, device-plugin
+    pools included: a pool whose user installs the driver (gpu-driver-version=disabled) is theirs to
+    keep so, not a reason to replace it."""
     rules = compiled.cloud.dra
-    if rules is None or rules.cloud_installs_driver is None:
+    if rules is None or rules.cloud_installs_driver is None or compiled.setup.allocation != "dra":
         return None
-    return rules.cloud_installs_driver if compiled.setup.allocation == "dra" else True
+    return rules.cloud_installs_driver
 
 
 def compile_file(path: str | Path, text: str | None = None) -> CompiledFleet:

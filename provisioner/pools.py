@@ -103,8 +103,9 @@ POOL_FIELDS = (
     "autoscaler_hints",
 )
 
-# Fields a pool may leave unset (None) for the cloud to fill in (zones: the cluster's own).
-CLOUD_DEFAULT_FIELDS = frozenset({"disk_size_gb", "zones"})
+# Fields a pool may leave unset (None) for the cloud to fill in (zones: the cluster's own;
+# cloud_installs_driver: whatever the pool has, except on a DRA pool).
+CLOUD_DEFAULT_FIELDS = frozenset({"disk_size_gb", "zones", "cloud_installs_driver"})
 
 
 @dataclass(frozen=True)

@@ -304,3 +304,15 @@ def test_an_ack_pool_switched_to_dra_is_an_update_of_its_scheduling_label(fleet_
         {"ack.node.gpu.schedule": "default"},
         {"ack.node.gpu.schedule": "disabled"},
     )
+
+
+def test_a_gke_device_plugin_pool_whose_user_installs_the_driver_is_left_so(pool_file):
+    import dataclasses
+
+    from provisioner.observe import Observation
+    from provisioner.plan import diff_cluster
+
+    path = pool_file("gke", "- {name: p, instanceType: g2-standard-24, nodes: {count: 3}}\n")
+    [cluster] = compile_file(path).clusters
+    observed = dataclasses.replace(desired_state(cluster.pools[0]), cloud_installs_driver=False)
+    assert diff_cluster(cluster, Observation(cluster.target, (observed,))).changes == ()

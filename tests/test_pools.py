@@ -38,7 +38,6 @@ def test_desired_state_of_a_gke_mig_shared_pool(pool_file):
         scaling=Scaling(0, 4, autoscaling=True),
         labels=(("team", "ml"),),
         taints=(GPU_TAINT,),
-        cloud_installs_driver=True,  # GKE installs the driver on device-plugin pools
     )
 
 

@@ -223,7 +223,13 @@ def _set_value(assignment: str) -> dict[str, object]:
         raise click.ClickException(
             f"--set {assignment!r}: expected KEY=VALUE, e.g. gpuResourcesEnabledOverride=true"
         )
-    value = YAML(typ="safe", pure=True).load(text) if text else ""
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        value = YAML(typ="safe", pure=True).load(text) if text else ""
+    except YAMLError as exc:
+        problem = " ".join(str(getattr(exc, "problem", None) or "not YAML").split())
+        raise click.ClickException(f"--set {assignment!r}: the value is not YAML ({problem})") from None
     for part in reversed(key.split(".")):
         value = {part: value}
     assert isinstance(value, dict)

@@ -53,7 +53,7 @@ def validate(fleets: tuple[str, ...], as_json: bool) -> None:
     "--kubernetes-version",
     "version_text",
     metavar="X.Y",
-    help="The clusters' Kubernetes version (as `plan` reports it): from 1.36, a MIG DeviceClass "
+    help="The clusters' Kubernetes version (render reads no cloud): from 1.36, a MIG DeviceClass "
     "of a DRA pool also maps its extended resource.",
 )
 @sandbox_option

@@ -60,7 +60,7 @@ class PoolVerdict:
     status: Status
     nodes: int
     problems: tuple[Problem, ...] = ()
-    allocation: str = "device-plugin"  # or "dra"
+    allocation_mode: str = "device-plugin"  # or "dra"
 
     def json(self) -> dict[str, Any]:
         return {
@@ -69,7 +69,7 @@ class PoolVerdict:
             "status": self.status,
             "nodes": self.nodes,
             "problems": [{"node": p.node, "message": p.message} for p in self.problems],
-            "allocation": self.allocation,
+            "allocation_mode": self.allocation_mode,
         }
 
 

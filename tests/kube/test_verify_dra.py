@@ -131,7 +131,9 @@ def test_right_nodes_are_ok(cluster: CompiledCluster):
     assert judged(cluster, nodes, slices) == {
         name: ("ok", []) for name in ("mig", "whole", "shared", "plugin")
     }
-    allocations = {v.pool: v.json()["allocation"] for v in judge_cluster(cluster, nodes, None, None, slices)}
+    allocations = {
+        v.pool: v.json()["allocation_mode"] for v in judge_cluster(cluster, nodes, None, None, slices)
+    }
     assert allocations == {"mig": "dra", "whole": "dra", "shared": "dra", "plugin": "device-plugin"}
 
 

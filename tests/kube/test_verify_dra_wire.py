@@ -156,7 +156,7 @@ def test_verify_passes_once_the_driver_runs_with_the_values_render_prints(world:
         world.install(cluster.name)
     code, pools = world.verify()
     assert code == 0, pools
-    assert {key: (p["status"], p["nodes"], p["allocation"]) for key, p in pools.items()} == {
+    assert {key: (p["status"], p["nodes"], p["allocation_mode"]) for key, p in pools.items()} == {
         **dict.fromkeys(DRA_POOLS, ("ok", 1, "dra")),
         ("aws-dra", "plugin"): ("ok", 1, "device-plugin"),
     }
