@@ -263,6 +263,27 @@ def merge(
     return out.getvalue()
 
 
+def workload_namespaces(text: str, source: str) -> set[str | None]:
+    """The namespaces the manifest's pod-making objects name (None: none named, the context's):
+    a DRA pool's claim must be in the same one, as claims are namespaced."""
+    found: set[str | None] = set()
+
+    def visit(document: Any) -> None:
+        if not isinstance(document, dict):
+            return
+        if document.get("kind") == "List":
+            for item in document.get("items") or []:
+                visit(item)
+        elif document.get("kind") in POD_SPEC_PATHS:
+            metadata = document.get("metadata")
+            namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+            found.add(str(namespace) if namespace else None)
+
+    for document in _load(YAML(), text, source):
+        visit(document)
+    return found
+
+
 def _check_depth(text: str, source: str) -> None:
     """BadRequest where collections nest past MAX_DEPTH: found from the parser's events, before
     the loader would recurse that deep."""

@@ -482,3 +482,20 @@ def test_the_json_is_what_the_openapi_document_says_of_api_place(store: Store, c
     from provisioner.catalog import schemas
 
     jsonschema.validate(place(store, EVERY_DRA_CASE[case][0]).json(), schemas.placement())
+
+
+def test_the_claim_goes_in_the_namespace_of_the_manifest_s_workloads(store: Store, tmp_path):
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: team-a}\nspec:\n  containers:\n"
+        "    - {name: main, image: busybox}\n"
+    )
+    done = _run(store, "--gpu-memory", "4GB", "--cloud", "aks", "--manifest", str(manifest))
+    assert done.exit_code == 0, done.output
+    claim, pod = _documents(done.stdout)
+    assert claim["metadata"]["namespace"] == pod["metadata"]["namespace"] == "team-a"
+    other = _run(
+        store, "--gpu-memory", "4GB", "--cloud", "aks", "--manifest", str(manifest), "--namespace", "ml"
+    )
+    assert other.exit_code == 1
+    assert "--namespace: 'ml', but" in other.output and "are in namespace team-a" in other.output

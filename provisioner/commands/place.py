@@ -134,6 +134,8 @@ def place(
     chosen = choose(_live(store, request, sandbox, fleet, kubeconfig) if live else store, request)
     for warning in chosen.warnings:
         click.echo(f"warning: {warning}", err=True)
+    if text is not None and chosen.claim is not None:
+        namespace = _claim_namespace(text, source, namespace)
     chosen = _claimed(chosen, share_group, namespace, live, sandbox, fleet, kubeconfig)
     if as_json:
         click.echo(json.dumps(chosen.json(), indent=2))
@@ -152,6 +154,26 @@ def place(
         click.echo("# the claim object comes first: kubectl apply -f applies documents in order", err=True)
         merged = claim + merged.removeprefix("---\n")
     click.echo(merged, nl=False)
+
+
+def _claim_namespace(text: str, source: str, given: str | None) -> str | None:
+    """The namespace of a DRA pool's claim: the manifest's workloads' (claims are namespaced, and a
+    pod finds only its own namespace's), which --namespace, where given, must agree with."""
+    from provisioner.errors import InvalidOption
+    from provisioner.podspec import workload_namespaces
+
+    named = workload_namespaces(text, source) - {None}
+    if len(named) > 1:
+        raise InvalidOption(
+            "--manifest",
+            f"{source}: its workloads are in namespaces {', '.join(sorted(named))}, and a DRA claim lives "
+            "in one: place each namespace's workloads on their own",
+        )
+    if given is not None and named and given not in named:
+        raise InvalidOption(
+            "--namespace", f"{given!r}, but {source}'s workloads are in namespace {next(iter(named))}"
+        )
+    return given if given is not None else next(iter(named), None)
 
 
 def _print_fragment(chosen: Any, summary: list[str], claim: str) -> None:
