@@ -160,7 +160,7 @@ def claim_notes(ask: DeviceAsk, share: str | None, live: bool) -> list[str]:
             "first, in the pod's namespace"
         ]
         if ask.mig:
-            from provisioner.render import mig_device_class
+            from provisioner.nvidia import mig_device_class
 
             said.append(
                 f"`provisioner render` gives DeviceClass {mig_device_class(ask.mig)}, which selects "

@@ -156,6 +156,11 @@ def dra_device_class(mig: MigProfile | bool | None) -> str:
     return hardware.load().dra_driver.device_classes["mig" if mig else "gpu"]
 
 
+def mig_device_class(profile: str) -> str:
+    """The DeviceClass `render` gives for one MIG profile's devices (mig-1g.10gb.nvidia.com)."""
+    return f"mig-{profile}.{hardware.load().dra_driver.driver.removeprefix('gpu.')}"
+
+
 def read_allocation(cloud: CloudProfile, state: PoolState) -> str:
     """ "dra" where `state` carries the labels that keep the device plugin off its nodes, as
     `marks` wrote them for a DRA pool; else "device-plugin"."""

@@ -20,7 +20,12 @@ from provisioner import hardware
 from provisioner.clusters import KubernetesVersion
 from provisioner.compile import CompiledCluster, CompiledFleet, CompiledPool, desired_state
 from provisioner.errors import InvalidOption
-from provisioner.nvidia import DEFAULT_CONFIG_KEY, MIG_STRATEGY, default_device_plugin_config
+from provisioner.nvidia import (
+    DEFAULT_CONFIG_KEY,
+    MIG_STRATEGY,
+    default_device_plugin_config,
+    mig_device_class,
+)
 from provisioner.pools import Taint
 
 NAMESPACE = "gpu-operator"
@@ -174,11 +179,6 @@ def dra_device_classes(compiled: CompiledCluster, version: KubernetesVersion | N
             }
         )
     return classes
-
-
-def mig_device_class(profile: str) -> str:
-    """The DeviceClass the tool renders for one MIG profile's devices."""
-    return f"mig-{profile}.{hardware.load().dra_driver.driver.removeprefix('gpu.')}"
 
 
 def _dra_files(compiled: CompiledCluster, version: KubernetesVersion | None) -> dict[str, str]:

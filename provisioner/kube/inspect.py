@@ -112,7 +112,9 @@ def all_pool_label_keys() -> list[str]:
 
 
 @dataclass(frozen=True)
-class ClusterReads:
+class InspectReads:
+    """What inspect reads of one cluster (verify reads its own set: verify.ClusterReads)."""
+
     nodes: list[dict[str, Any]]
     pods: list[dict[str, Any]]
     slices: list[dict[str, Any]] | None = None  # None: not read, or no resource.k8s.io/v1 there
@@ -130,17 +132,17 @@ def inspect_cluster(
     )
 
 
-def read_cluster(kube: Kube, dra: bool = True) -> ClusterReads:
+def read_cluster(kube: Kube, dra: bool = True) -> InspectReads:
     """The cluster's nodes, its pods not finished and, with `dra`, its ResourceSlices and
     ResourceClaims, read at once."""
     # The field selector spares the transfer; node_uses keeps the rule whatever the server.
     if not dra:
         nodes, pods = at_once(kube.nodes, lambda: kube.pods(UNFINISHED))
-        return ClusterReads(nodes, pods)
+        return InspectReads(nodes, pods)
     nodes, pods, slices, claims = at_once(
         kube.nodes, lambda: kube.pods(UNFINISHED), kube.resource_slices, kube.resource_claims
     )
-    return ClusterReads(nodes, pods, slices, claims)
+    return InspectReads(nodes, pods, slices, claims)
 
 
 def node_uses(
