@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 
 from provisioner.capacity import resource_of
 from provisioner.errors import KubeUnreachable
-from provisioner.kube.contexts import KubeAccess, each_cluster
-from provisioner.kube.inspect import all_pool_label_keys, inspect_cluster, pool_allocation
+from provisioner.kube.contexts import KubeAccess, at_once, each_cluster
+from provisioner.kube.inspect import UNFINISHED, all_pool_label_keys, inspect_cluster, pool_allocation
 
 
 def live_rows(
@@ -96,8 +96,10 @@ def share_claims(
     access: KubeAccess, cluster: str, fleet: str | None, namespace: str | None
 ) -> tuple[dict[str, int], str | None]:
     """The ResourceClaims in `namespace` (default: default) of the catalog's cluster `cluster`, by
-    name, each with the pods it is reserved for (status.reservedFor); or {} and why they could not
-    be read (a cluster before Kubernetes 1.34 does not serve resource.k8s.io/v1)."""
+    name, each with the pods that use it: those it is reserved for (status.reservedFor) and those
+    not finished that name it but are not scheduled yet, so two placements in a row do not both
+    count a claim as empty; or {} and why they could not be read (a cluster before Kubernetes 1.34
+    does not serve resource.k8s.io/v1)."""
     entry = None
     if fleet is not None:
         from provisioner.fleet import load
@@ -106,11 +108,23 @@ def share_claims(
     where = namespace or "default"
     try:
         with access.for_cluster(entry) if entry is not None else access.connect(cluster, cluster) as kube:
-            listed = kube.resource_claims(where)
+            listed, pods = at_once(lambda: kube.resource_claims(where), lambda: kube.pods(UNFINISHED))
     except KubeUnreachable as error:
         return {}, f"cannot read the ResourceClaims in namespace {where}: {error}"
     if listed is None:
         return {}, f"the cluster serves no resource.k8s.io/v1 (Kubernetes before 1.34): no claims in {where}"
-    return {
-        item["metadata"]["name"]: len((item.get("status") or {}).get("reservedFor") or []) for item in listed
-    }, None
+    naming: dict[str, set[str]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if meta.get("namespace") != where:
+            continue
+        for claim_ref in (pod.get("spec") or {}).get("resourceClaims") or []:
+            if claim_ref.get("resourceClaimName"):
+                naming.setdefault(claim_ref["resourceClaimName"], set()).add(meta.get("name", ""))
+    # A claim not made yet that pods already name is taken by them as much as a made one.
+    users = {name: len(pods_naming) for name, pods_naming in naming.items()}
+    for item in listed:
+        name = item["metadata"]["name"]
+        reserved = {r.get("name", "") for r in (item.get("status") or {}).get("reservedFor") or []}
+        users[name] = len(reserved | naming.get(name, set()))
+    return users, None

@@ -199,3 +199,25 @@ def test_pods_placed_on_a_time_sliced_pool_share_one_claim_and_one_gpu(with_driv
     [config] = claim()["status"]["allocation"]["devices"]["config"]
     assert config["opaque"]["parameters"]["sharing"]["strategy"] == "TimeSlicing"
     assert result["pool"] == pods[0]["spec"]["nodeName"]
+
+
+def test_live_counts_the_pods_that_name_a_claim_before_they_are_scheduled(synced: Served):
+    waiting = "".join(
+        f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: waiting-{i}, namespace: fill}}
+spec:
+  containers: [{{name: main, image: busybox, resources: {{claims: [{{name: gpu}}]}}}}]
+  resourceClaims: [{{name: gpu, resourceClaimName: t4drats-share-0}}]
+"""
+        for i in range(4)  # the pool's replicas: the claim they name (not made yet) is full
+    )
+    pods = synced.directory.parent / "waiting.yaml"
+    pods.write_text(waiting, encoding="utf-8")
+    ok(synced.kubectl("azure-dra", "apply", "-f", str(pods)))
+    done = synced.provisioner(
+        "place", "--gpu-memory", "4GB", "--pool", "t4drats", "--live", "--namespace", "fill", "--json"
+    )
+    shown = json.loads(ok(done))
+    assert shown["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "t4drats-share-1"}]
