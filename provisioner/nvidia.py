@@ -120,17 +120,13 @@ def marks(
     allocation dra, to keep its device plugin off the pool's nodes.
 
     Inverse: `read_mig`, `read_sharing` and `read_allocation`."""
-    native = device_plugin = mig_setting = None
+    native = device_plugin = None
     labels: dict[str, str] = {}
     if allocation == "dra" and cloud.dra is not None:
         labels |= cloud.dra.device_plugin_off
         if sharing != "exclusive":
             labels[DRA_SHARING_LABEL] = DevicePluginConfig(sharing, replicas or 0).key
-        if mig and cloud.mig_via == "pool-field":
-            mig_setting = cloud.mig_setting(mig)
-        elif mig:
-            labels[MIG_CONFIG_LABEL] = MIG_CONFIG_PREFIX + mig.name
-        return Marks(mig_setting, labels=labels, device_class=dra_device_class(mig))
+        return Marks(_mark_mig(cloud, mig, labels), labels=labels, device_class=dra_device_class(mig))
     if cloud.scheduler is not None:  # the cloud's own scheduler: its label says, exclusive included
         scheduler = cloud.scheduler
         shared = sharing == "memory"
@@ -143,11 +139,17 @@ def marks(
     elif sharing != "exclusive":
         device_plugin = DevicePluginConfig(sharing, replicas or 0)
         labels[DEVICE_PLUGIN_LABEL] = device_plugin.key
+    return Marks(_mark_mig(cloud, mig, labels), native, device_plugin, labels)
+
+
+def _mark_mig(cloud: CloudProfile, mig: MigProfile | None, labels: dict[str, str]) -> str | None:
+    """The cloud's MIG pool-field value for `mig`, or (where the MIG manager partitions) its label
+    added to `labels`; the same on device-plugin and DRA pools, since the partitions come first."""
     if mig and cloud.mig_via == "pool-field":
-        mig_setting = cloud.mig_setting(mig)
-    elif mig:
+        return cloud.mig_setting(mig)
+    if mig:
         labels[MIG_CONFIG_LABEL] = MIG_CONFIG_PREFIX + mig.name
-    return Marks(mig_setting, native, device_plugin, labels)
+    return None
 
 
 def dra_device_class(mig: MigProfile | bool | None) -> str:

@@ -17,6 +17,7 @@ import jinja2
 from ruamel.yaml import YAML
 
 from provisioner import hardware
+from provisioner.claims import MANAGED_BY
 from provisioner.clusters import KubernetesVersion
 from provisioner.compile import CompiledCluster, CompiledFleet, CompiledPool, desired_state
 from provisioner.errors import InvalidOption
@@ -173,7 +174,7 @@ def dra_device_classes(compiled: CompiledCluster, version: KubernetesVersion | N
                 "kind": "DeviceClass",
                 "metadata": {
                     "name": mig_device_class(profile),
-                    "labels": {"app.kubernetes.io/managed-by": "provisioner"},
+                    "labels": dict(MANAGED_BY),
                 },
                 "spec": spec,
             }

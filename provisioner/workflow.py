@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from provisioner.clusters import KubernetesVersion
 from provisioner.compile import CompiledFleet, compile_file
-from provisioner.errors import StalePlan
+from provisioner.errors import CloudError, StalePlan
 from provisioner.kube.contexts import KubeAccess
-from provisioner.observe import Drivers, kubernetes_versions, observe, observe_settled
+from provisioner.observe import Drivers, Observation, kubernetes_versions, observe, observe_settled
 from provisioner.plan import Plan, diff
 from provisioner.planfile import SavedPlan
 from provisioner.source import read_text
@@ -49,23 +50,21 @@ def make_plan(
     tool does not remove what running nodes may still read)."""
     clusters = [c.target for c in compiled.clusters]
     dra = [] if destroy else [c.target for c in compiled.clusters if c.dra_pools]
-    if not dra:
-        observations = (
-            observe_settled(clusters, drivers, on_wait=on_wait) if settle else observe(clusters, drivers)
-        )
-        return _with_config_maps(diff(compiled.clusters, observations, destroy), compiled, kube, destroy)
-    drivers.prepare(clusters)  # before two threads would make a driver at once
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-versions") as beside:
-        # DRA pools need a cluster at 1.34 or later: its version is read while the pools are listed.
-        versions = beside.submit(kubernetes_versions, dra, drivers)
-        observations = (
-            observe_settled(clusters, drivers, on_wait=on_wait) if settle else observe(clusters, drivers)
-        )
-        plan = diff(compiled.clusters, observations, destroy, versions.result())
-    return _with_config_maps(plan, compiled, kube, destroy)
 
+    def observed() -> list[Observation]:
+        return observe_settled(clusters, drivers, on_wait=on_wait) if settle else observe(clusters, drivers)
 
-def _with_config_maps(plan: Plan, compiled: CompiledFleet, kube: KubeAccess | None, destroy: bool) -> Plan:
+    versions: dict[str, KubernetesVersion | CloudError] = {}
+    if dra:
+        drivers.prepare(clusters)  # before two threads would make a driver at once
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-versions") as beside:
+            # DRA pools need a cluster at 1.34 or later: its version is read while the pools are listed.
+            reading = beside.submit(kubernetes_versions, dra, drivers)
+            observations = observed()
+            versions = reading.result()
+    else:
+        observations = observed()
+    plan = diff(compiled.clusters, observations, destroy, versions)
     if kube is None or destroy:
         return plan
     return with_config_maps(plan, compiled, kube)

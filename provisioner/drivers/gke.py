@@ -312,7 +312,7 @@ class GkeDriver:
 # Whether GKE installs the driver -> GPUDriverInstallationConfig.GPUDriverVersion (LATEST and an
 # unset version also install one; only INSTALLATION_DISABLED does not).
 _DRIVER_VERSION = {True: "DEFAULT", False: "INSTALLATION_DISABLED"}
-_NO_DRIVER = "INSTALLATION_DISABLED"
+_NO_DRIVER = _DRIVER_VERSION[False]
 
 
 def _autoscaling(scaling: Scaling) -> Any:
