@@ -38,6 +38,19 @@ OWNER_TAG_VALUE = "provisioner"
 OWNER_LABEL_KEY = "provisioner.io/managed-by"
 OWNER_LABEL_VALUE = "provisioner"
 
+# A pool replaced create-first (provisioner/generations.py) is made beside the old one under a new
+# cloud-side name; these cloud tags say which fleet pool it is and its generation, so the cloud
+# itself holds a replacement's state. First-generation pools carry none: their cloud name is the
+# fleet's. ACK has no tags on edge pools: its driver reads the fleet name from POOL_NODE_LABEL
+# and keeps the generation in a node-pool label it strips on read, as its owner marker.
+FLEET_POOL_TAG_KEY = "provisioner-pool"
+GENERATION_TAG_KEY = "provisioner-generation"
+GENERATION_LABEL_KEY = "provisioner.io/generation"
+# The node label every pool's nodes carry with the fleet's pool name: the one selector that holds
+# across generations (the cloud's own pool label names the cloud pool), so `place`'s pods and
+# `verify` follow a pool through a replacement.
+POOL_NODE_LABEL = "provisioner.io/pool"
+
 
 @dataclass(frozen=True)
 class Scaling:
@@ -144,12 +157,20 @@ class PoolState:
     status: PoolStatus = field(default="ready", compare=False)
     nodes: int | None = field(default=None, compare=False)  # nodes now, where the cloud says
     cloud_id: str | None = field(default=None, compare=False)  # the cloud's own ID, where it has one (np-...)
+    # The fleet pool this cloud pool is a generation of (None: `name` is the fleet's name, gen 1).
+    fleet_name: str | None = field(default=None, compare=False)
+    generation: int = field(default=1, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(sorted(dict(self.labels).items())))
         object.__setattr__(self, "taints", tuple(sorted(set(self.taints))))
         if self.zones is not None:
             object.__setattr__(self, "zones", tuple(sorted(set(self.zones))))
+
+    @property
+    def pool_name(self) -> str:
+        """The fleet's name of the pool: the same across its generations."""
+        return self.fleet_name or self.name
 
     @property
     def label_map(self) -> dict[str, str]:

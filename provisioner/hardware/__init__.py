@@ -212,6 +212,8 @@ class CloudProfile:
     title: str  # "AKS"
     pool_name_pattern: re.Pattern[str]
     pool_name_rule: str
+    generation_suffix: str  # a replacement's cloud name: the fleet name, cut, then this ({n}: generation)
+    pool_name_max: int
     mig_via: Literal["pool-field", "operator-label", "none"]
     mig_values: Mapping[str, int]  # field value -> GI profile ID; empty: the field takes names
     mig_unsupported: Mapping[str, frozenset[str]]  # GPU key -> profiles it has that the cloud cannot set
@@ -346,6 +348,8 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         title=row["title"],
         pool_name_pattern=re.compile(row["poolName"]["pattern"]),
         pool_name_rule=row["poolName"]["rule"],
+        generation_suffix=row["poolName"]["generation"]["suffix"],
+        pool_name_max=row["poolName"]["generation"]["maxLength"],
         mig_via=row["mig"]["via"],
         mig_values=row["mig"].get("values", {}),
         mig_unsupported={gpu: frozenset(names) for gpu, names in row["mig"].get("unsupported", {}).items()},
