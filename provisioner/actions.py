@@ -19,8 +19,8 @@ class Action:
     # The order a cluster's operations run in: capacity is added before it is removed, and a
     # replaced pool's name must be free before its new pool is created.
     run_order: int
-    # The driver calls that carry it out, in order. A replace deletes the pool, then creates it
-    # anew: the clouds keep pool names unique, so the new pool cannot exist beside the old one.
+    # The operations that carry it out, in order. A replace's are delete-first's (delete, then
+    # create under the fleet's name); a create-first one's are the Change's (plan.Change.steps).
     steps: tuple[str, ...]
     drift: str  # the catalog's kind for a pool that would need this action: missing, changed, extra, unowned
     shows: Literal["after", "before", "both"]  # which side of each field a plan prints

@@ -9,8 +9,10 @@ cluster's device-plugin ConfigMap (kube/configmap.py), under the same lock; a po
 names a key that could not be put in place is not created or updated, since its nodes would
 give no shares.
 
-Apply is the one layer that retries an operation: each step of an action (a replace is a delete,
-then a create) is retried on its own, and drivers never retry inside it.
+Apply is the one layer that retries an operation: each step of an action (a create-first replace
+is a create, the new nodes' readiness, a drain, a delete) is retried on its own, and drivers never
+retry inside it. The steps inside the cluster (readiness, drain, node-by-node reconfiguration) are
+provisioner/rollout.py's.
 """
 
 from __future__ import annotations
@@ -23,8 +25,17 @@ from typing import Protocol
 
 from provisioner.actions import Action
 from provisioner.clusters import ClusterRef
+from provisioner.compile import CompiledCluster
 from provisioner.drivers import OPERATION_TIMEOUT, Driver, wait_until
-from provisioner.errors import CloudError, NotFound, OperationFailed, ProvisionerError, StalePlan, Unreachable
+from provisioner.errors import (
+    CloudError,
+    NotFound,
+    OperationFailed,
+    ProvisionerError,
+    RolloutStopped,
+    StalePlan,
+    Unreachable,
+)
 from provisioner.kube.configmap import NO_KUBE_HINT, ConfigMapPlan, install
 from provisioner.kube.contexts import KubeAccess
 from provisioner.locks import Locks
@@ -33,6 +44,7 @@ from provisioner.observe import Drivers
 from provisioner.plan import Change, ClusterPlan, Plan, fingerprint
 from provisioner.pools import PoolState
 from provisioner.retry import OUTAGE_WINDOW, Patience, RetryPolicy, patient
+from provisioner.rollout import Rollout, RolloutSettings
 
 MAX_PARALLEL_CLUSTERS = 32  # clusters applied at once, each running its operations one at a time
 
@@ -78,6 +90,7 @@ class Reporter(Protocol):
     def cluster_waiting(self, cluster: str, why: str) -> None: ...
     def change_started(self, change: Change) -> None: ...
     def change_retrying(self, change: Change, error: CloudError, delay: float) -> None: ...
+    def change_progress(self, change: Change, message: str) -> None: ...  # a step inside the cluster
     def change_finished(self, outcome: Outcome) -> None: ...
 
 
@@ -89,6 +102,9 @@ class SilentReporter:
         pass
 
     def change_retrying(self, change: Change, error: CloudError, delay: float) -> None:
+        pass
+
+    def change_progress(self, change: Change, message: str) -> None:
         pass
 
     def change_finished(self, outcome: Outcome) -> None:
@@ -105,6 +121,8 @@ class Applier:
     reporter: Reporter = field(default_factory=SilentReporter)
     outage_window: float = OUTAGE_WINDOW  # an unreachable cloud is given up on after this long
     kube: KubeAccess | None = None  # None: the device-plugin ConfigMaps are not the tool's (--no-kube)
+    compiled: Mapping[str, CompiledCluster] = field(default_factory=dict)  # by fleet cluster name
+    rollout: RolloutSettings = field(default_factory=RolloutSettings)  # drains, readiness, node by node
 
     def run(self, plan: Plan) -> ApplyResult:
         work = [c for c in plan.clusters if c.changes or self._config_map(c) is not None]
@@ -206,18 +224,28 @@ class Applier:
 
     def _carry_out(self, driver: Driver, cluster: ClusterRef, change: Change) -> Outcome:
         self.reporter.change_started(change)
+        inside = Rollout(
+            self.rollout,
+            self.kube,
+            self.compiled.get(change.cluster),
+            lambda message: self.reporter.change_progress(change, message),
+        )
         steps: dict[str, Callable[[], object]] = {
             "create": lambda: self._create(driver, cluster, change),
             "update": lambda: driver.update_pool(cluster, change.desired),  # type: ignore[arg-type]
-            "delete": lambda: self._delete(driver, cluster, change.pool),
+            "delete": lambda: self._delete(driver, cluster, change.retires or (change.pool,)),
             "adopt": lambda: driver.adopt_pool(cluster, change.pool),
+            "ready": lambda: inside.wait_ready(driver, cluster, change),
+            "drain": lambda: inside.drain(driver, cluster, change),
+            "retire": lambda: self._delete(driver, cluster, change.retires),
+            "reconfigure": lambda: inside.reconfigure(driver, cluster, change),
         }
         name = change.cluster
         try:
             with patient(Patience(self.outage_window, self._change_retrying(change))):
                 for step in change.steps:
                     self.policy.call(steps[step], on_retry=self._change_retrying(change))
-        except CloudError as error:
+        except (CloudError, RolloutStopped) as error:
             outcome = Outcome(
                 name,
                 change.pool,
@@ -237,29 +265,33 @@ class Applier:
     def _create(self, driver: Driver, cluster: ClusterRef, change: Change) -> None:
         """Create, or, where an earlier attempt's request did reach the cloud, wait for that pool."""
         assert change.desired is not None
+        name = change.desired.name
         try:
             driver.create_pool(cluster, change.desired)
         except Unreachable:
             raise  # given up on already: looking for the pool would wait the outage out again
         except CloudError:
-            existing = {p.name: p for p in driver.list_pools(cluster)}.get(change.pool)
+            existing = {p.name: p for p in driver.list_pools(cluster)}.get(name)
             if existing is None or not existing.owned:
                 raise
             wait_until(
-                lambda: True if self._ready(driver, cluster, change.pool) else None,
+                lambda: True if self._ready(driver, cluster, name) else None,
                 self.operation_timeout,
-                f"creating {change.pool}",
+                f"creating {name}",
             )
             # The earlier attempt may have stopped after the pool was made, before what follows
             # in the same call (EKS: the autoscaler's tags): finish it in place.
-            made = {p.name: p for p in driver.list_pools(cluster)}[change.pool]
+            made = {p.name: p for p in driver.list_pools(cluster)}[name]
             if change.desired.differences(made):
                 driver.update_pool(cluster, change.desired)
 
     @staticmethod
-    def _delete(driver: Driver, cluster: ClusterRef, name: str) -> None:
-        with contextlib.suppress(NotFound):  # gone already: a retry after the cloud took the first request
-            driver.delete_pool(cluster, name)
+    def _delete(driver: Driver, cluster: ClusterRef, names: tuple[str, ...]) -> None:
+        for name in names:
+            with contextlib.suppress(
+                NotFound
+            ):  # gone already: a retry after the cloud took the first request
+                driver.delete_pool(cluster, name)
 
     @staticmethod
     def _ready(driver: Driver, cluster: ClusterRef, name: str) -> bool:

@@ -117,6 +117,12 @@ class StalePlan(ProvisionerError):
     """A saved plan whose clusters changed since it was made: refused whole."""
 
 
+class RolloutStopped(ProvisionerError):
+    """A replacement or a node-by-node reconfiguration stopped inside the cluster: the new pool's
+    nodes did not come up, a drain was blocked, a node failed to take its new layout. The message
+    says what was left as it was."""
+
+
 class LockHeld(ProvisionerError):
     """A cluster's lock stayed taken for the whole --lock-timeout."""
 

@@ -211,6 +211,12 @@ class Pool(Spec):
     disk_size_gb: int | None = Field(None, ge=1)
     labels: dict[LabelKey, LabelValue] = {}
     taints: list[TaintSpec] = []
+    replace: Literal["create-first", "delete-first"] = Field(
+        "create-first",
+        description="how a change the cloud cannot make in place is carried out: create-first makes the "
+        "new pool beside the old, then drains and deletes the old; delete-first deletes first (quota for "
+        "one pool only; the pool has no nodes meanwhile)",
+    )
     adopt: bool = Field(
         False,
         description="take over the pool of this name that provisioner did not create (plan: adopt); "

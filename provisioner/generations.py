@@ -57,9 +57,7 @@ def cloud_name(fleet_name: str, generation: int, cloud: CloudProfile) -> str:
     return base + suffix
 
 
-def next_generation(
-    generations: Generations, cloud: CloudProfile, taken: Collection[str]
-) -> tuple[int, str]:
+def next_generation(generations: Generations, cloud: CloudProfile, taken: Collection[str]) -> tuple[int, str]:
     """The generation after `generations`' newest and its cloud name, skipping a name another pool
     of the cluster or the fleet holds (`taken`): a cut name can meet another pool's."""
     generation = max(p.generation for p in generations.pools) + 1

@@ -11,8 +11,8 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 from provisioner import hardware
 from provisioner.actions import ACTIONS, ADOPT, CREATE, DELETE, REPLACE, UPDATE, Action
@@ -20,6 +20,9 @@ from provisioner.autoscaler import autoscaler_note
 from provisioner.clusters import KubernetesVersion, Target
 from provisioner.compile import CompiledCluster, desired_state
 from provisioner.errors import CloudError
+from provisioner.generations import Generations, group, names_in_use, next_generation
+from provisioner.hardware import CloudProfile
+from provisioner.nvidia import DEVICE_PLUGIN_LABEL, MIG_CONFIG_LABEL
 from provisioner.observe import Observation
 from provisioner.pooljson import state_json, value_json
 from provisioner.pools import POOL_FIELDS, PoolState
@@ -36,24 +39,51 @@ class FieldChange:
     forces_replacement: bool = False
 
 
+ReplaceOrder = Literal["create-first", "delete-first"]
+# The node labels a live node's GPU stack acts on at once (mig-parted repartitions, the device
+# plugin restarts with another config): changed on a pool with nodes, they go node by node.
+NODE_RECONFIGURING_LABELS = (MIG_CONFIG_LABEL, DEVICE_PLUGIN_LABEL)
+
+
 @dataclass(frozen=True)
 class Change:
     cluster: str
-    pool: str
+    pool: str  # the fleet's name
     action: Action
     fields: tuple[FieldChange, ...] = ()
-    desired: PoolState | None = None  # None for delete
+    # None for delete. Its name is the cloud pool the change makes or updates: a new generation's
+    # name for a create-first replacement (provisioner/generations.py).
+    desired: PoolState | None = None
     reason: str = ""  # why a replace: the fields that force it, or a failed pool
     then: Action | None = None  # after adopt: the update or replace the fleet entry asks for
+    order: ReplaceOrder | None = None  # a replacement's
+    # The cloud pools the change removes: deleted before the create (delete-first), drained and
+    # deleted after it (create-first), or deleted (delete).
+    retires: tuple[str, ...] = ()
+    resumes: bool = False  # the new generation exists already (an interrupted replacement)
+    node_by_node: tuple[str, ...] = ()  # an update's NODE_RECONFIGURING_LABELS that change on live nodes
+    keeps: str = ""  # the capacity the pool keeps while the change runs, in words
 
     @property
     def steps(self) -> tuple[str, ...]:
-        """The driver calls that carry the change out, in order (an adoption's follow-up after it)."""
+        """The operations that carry the change out, in order (an adoption's follow-up after it)."""
+        follow = self.then or self.action
+        own = self.action.steps if self.then is not None else ()
+        if follow is REPLACE and self.order == "create-first":
+            made = () if self.resumes else ("create",)
+            return own + made + ("ready", "drain", "retire")
+        if follow is UPDATE and self.node_by_node:
+            return (*own, "reconfigure", "update")
         return self.action.steps + (self.then.steps if self.then is not None else ())
 
     @property
     def run_order(self) -> int:
         return (self.then or self.action).run_order
+
+    @property
+    def cloud_name(self) -> str:
+        """The cloud pool the change makes or updates (the fleet's name but for later generations)."""
+        return self.desired.name if self.desired is not None else self.pool
 
     def json(self) -> dict[str, Any]:
         return {
@@ -71,6 +101,16 @@ class Change:
                 for f in self.fields
             ],
             **({"reason": self.reason} if self.reason else {}),
+            **({"order": self.order} if self.order else {}),
+            **({"cloud_name": self.cloud_name} if self.cloud_name != self.pool else {}),
+            **({"retires": list(self.retires)} if self.retires else {}),
+            **({"resumes": True} if self.resumes else {}),
+            **(
+                {"rollout": "node-by-node", "node_labels": list(self.node_by_node)}
+                if self.node_by_node
+                else {}
+            ),
+            **({"keeps": self.keeps} if self.keeps else {}),
         }
 
 
@@ -207,21 +247,25 @@ def cluster_changes(
     compiled: CompiledCluster, observation: Observation, destroy: bool = False
 ) -> tuple[tuple[Change, ...], tuple[Conflict, ...]]:
     """A listed cluster's changes, in the order apply runs them, and its fleet pools that are not
-    the tool's (what sync records as drift, without the plan's fingerprint)."""
+    the tool's (what sync records as drift, without the plan's fingerprint). The cloud pools of one
+    fleet pool's generations are one pool here (provisioner/generations.py)."""
     target = compiled.target
     desired = {} if destroy else {p.pool.name: desired_state(p) for p in compiled.pools}
     compiled_pools = {p.pool.name: p for p in compiled.pools}
-    observed = {p.name: p for p in observation.pools}
-    in_place = compiled.cloud.in_place
+    observed = group(observation.pools)
+    taken = names_in_use(observation.pools, desired)
     changes: list[Change] = []
     conflicts: list[Conflict] = []
     for name, want in desired.items():
         have = observed.get(name)
+        order = compiled_pools[name].pool.replace
         if have is None:
             changes.append(Change(target.name, name, CREATE, _all_fields(want), want))
-        elif not have.owned and compiled_pools[name].pool.adopt:
-            changes.append(_adoption(target.name, want, have, in_place))
-        elif not have.owned:
+        elif not have.current.owned and compiled_pools[name].pool.adopt:
+            changes.append(
+                _adoption(target.name, want, have.current, cloud=compiled.cloud, order=order, taken=taken)
+            )
+        elif not have.current.owned:
             conflicts.append(
                 Conflict(
                     name,
@@ -232,12 +276,15 @@ def cluster_changes(
                 )
             )
         else:
-            change = _compare(target.name, want, have, in_place)
+            change = _compare(target.name, want, have, cloud=compiled.cloud, order=order, taken=taken)
             if change is not None:
                 changes.append(change)
     for name, have in observed.items():
-        if have.owned and name not in desired:
-            changes.append(Change(target.name, name, DELETE, _all_fields(have, removed=True)))
+        if have.current.owned and name not in desired:
+            retired = tuple(p.name for p in have.pools if p.owned)
+            changes.append(
+                Change(target.name, name, DELETE, _all_fields(have.current, removed=True), retires=retired)
+            )
     changes.sort(key=lambda c: (c.run_order, c.pool))
     return tuple(changes), tuple(conflicts)
 
@@ -283,38 +330,161 @@ def _withhold_dra(
     return tuple(c for c in changes if c.pool not in withheld), conflicts
 
 
-def _compare(cluster: str, want: PoolState, have: PoolState, in_place: frozenset[str]) -> Change | None:
-    if have.status == "failed":
-        return Change(
-            cluster, want.name, REPLACE, _all_fields(want), want, reason="its last operation failed"
+def _compare(
+    cluster: str,
+    want: PoolState,
+    have: Generations,
+    *,
+    cloud: CloudProfile,
+    order: ReplaceOrder,
+    taken: frozenset[str],
+) -> Change | None:
+    """What brings `have`'s newest generation to `want`, and retires its older ones: an interrupted
+    create-first replacement whose new pool is as wanted is finished, never begun again."""
+    current = have.current
+    mine = replace(want, name=current.name, fleet_name=current.fleet_name, generation=current.generation)
+    older = tuple(p.name for p in have.older)
+    if current.status == "failed":
+        failed = "its last operation failed"
+        return _replacement(
+            cluster,
+            want,
+            have,
+            cloud=cloud,
+            order=order,
+            taken=taken,
+            fields=_all_fields(want),
+            reason=failed,
         )
-    names = want.differences(have)
-    if not names:
+    fields = _fields(mine, current, cloud.in_place)
+    forcing = [f.field for f in fields if f.forces_replacement]
+    if forcing:
+        reason = f"{', '.join(forcing)} cannot change in place"
+        return _replacement(
+            cluster, want, have, cloud=cloud, order=order, taken=taken, fields=fields, reason=reason
+        )
+    if older:  # the new generation stands: drain and delete the old, after any in-place change
+        return Change(
+            cluster,
+            want.name,
+            REPLACE,
+            fields,
+            mine,
+            reason=f"a create-first replacement is under way: {', '.join(older)} still to drain and delete",
+            order="create-first",
+            retires=older,
+            resumes=True,
+            keeps=_keeps(have, "create-first"),
+        )
+    if not fields:
         return None
-    fields = tuple(
+    reconfigured = _reconfigured_on_nodes(mine, current)
+    return Change(cluster, want.name, UPDATE, fields, mine, node_by_node=reconfigured)
+
+
+def _replacement(
+    cluster: str,
+    want: PoolState,
+    have: Generations,
+    *,
+    cloud: CloudProfile,
+    order: ReplaceOrder,
+    taken: frozenset[str],
+    fields: tuple[FieldChange, ...],
+    reason: str,
+) -> Change:
+    """A replacement of all of `have`'s generations by one pool as `want`: create-first under the
+    next generation's name, started with the nodes the pool has now; or delete-first, under the
+    fleet's name again."""
+    retired = tuple(p.name for p in have.pools)
+    if order == "delete-first":
+        return Change(
+            cluster,
+            want.name,
+            REPLACE,
+            fields,
+            want,
+            reason,
+            order=order,
+            retires=retired,
+            keeps=_keeps(have, order),
+        )
+    generation, name = next_generation(have, cloud, taken)
+    running = sum(p.nodes or 0 for p in have.pools)
+    made = replace(want, name=name, fleet_name=want.name, generation=generation, nodes=running or None)
+    return Change(
+        cluster,
+        want.name,
+        REPLACE,
+        fields,
+        made,
+        reason,
+        order=order,
+        retires=retired,
+        keeps=_keeps(have, order),
+    )
+
+
+def _keeps(have: Generations, order: ReplaceOrder) -> str:
+    """What the pool keeps while it is replaced, in words the plan shows before the user says yes."""
+    nodes = sum(p.nodes or 0 for p in have.pools)
+    counted = all(p.nodes is not None for p in have.pools)
+    now = f"its {nodes} node{'s' if nodes != 1 else ''}" if counted else "its nodes"
+    if order == "delete-first":
+        return f"none: {now} go first, and the pool has no nodes until the new one's are ready"
+    return (
+        f"{now} until the new pool's nodes are ready and give their slices; then the old are "
+        "drained through the Eviction API (PodDisruptionBudgets honoured) and deleted"
+    )
+
+
+def _reconfigured_on_nodes(want: PoolState, have: PoolState) -> tuple[str, ...]:
+    """The node-reconfiguring labels an update changes on a pool that has (or may have) nodes."""
+    if have.nodes == 0:
+        return ()
+    wanted, had = want.label_map, have.label_map
+    return tuple(key for key in NODE_RECONFIGURING_LABELS if wanted.get(key) != had.get(key))
+
+
+def _fields(want: PoolState, have: PoolState, in_place: frozenset[str]) -> tuple[FieldChange, ...]:
+    return tuple(
         FieldChange(
             name,
             value_json(name, getattr(have, name)),
             value_json(name, getattr(want, name)),
             name not in in_place,
         )
-        for name in names
+        for name in want.differences(have)
     )
-    forcing = [f.field for f in fields if f.forces_replacement]
-    if forcing:
-        return Change(
-            cluster, want.name, REPLACE, fields, want, reason=f"{', '.join(forcing)} cannot change in place"
-        )
-    return Change(cluster, want.name, UPDATE, fields, want)
 
 
-def _adoption(cluster: str, want: PoolState, have: PoolState, in_place: frozenset[str]) -> Change:
+def _adoption(
+    cluster: str,
+    want: PoolState,
+    have: PoolState,
+    *,
+    cloud: CloudProfile,
+    order: ReplaceOrder,
+    taken: frozenset[str],
+) -> Change:
     """Adopt `have`; where the fleet entry differs from it, the update or replacement that follows,
     with its fields, so the user sees both before saying yes."""
-    follow = _compare(cluster, want, have, in_place)
+    follow = _compare(cluster, want, Generations((have,)), cloud=cloud, order=order, taken=taken)
     if follow is None:
         return Change(cluster, want.name, ADOPT, (), want)
-    return Change(cluster, want.name, ADOPT, follow.fields, want, follow.reason, then=follow.action)
+    return Change(
+        cluster,
+        want.name,
+        ADOPT,
+        follow.fields,
+        follow.desired,
+        follow.reason,
+        then=follow.action,
+        order=follow.order,
+        retires=follow.retires,
+        node_by_node=follow.node_by_node,
+        keeps=follow.keeps,
+    )
 
 
 def _all_fields(state: PoolState, removed: bool = False) -> tuple[FieldChange, ...]:

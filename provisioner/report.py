@@ -150,6 +150,7 @@ def _change_lines(lines: Text, change: dict[str, Any]) -> None:
     elif action is ADOPT:
         lines.append(" (only the ownership marker is added: its nodes and workloads stay)")
     lines.append(f" ({change['reason']})\n" if change.get("reason") else "\n")
+    _rollout_lines(lines, change)
     for f in change["fields"]:
         lines.append(f"      {f['field']}: ")
         if action.shows == "after":
@@ -161,6 +162,32 @@ def _change_lines(lines: Text, change: dict[str, Any]) -> None:
         if f["forces_replacement"]:
             lines.append("  # forces replacement", style="magenta")
         lines.append("\n")
+
+
+def _rollout_lines(lines: Text, change: dict[str, Any]) -> None:
+    """How a replacement or a node-reconfiguring update will run, before the user says yes."""
+    order, retires, made = change.get("order"), ", ".join(change.get("retires", [])), change.get("cloud_name")
+    if order == "create-first" and change.get("resumes"):
+        lines.append(
+            f"      # resumes: {made or change['pool']} is up; drains {retires}, then deletes it\n", "cyan"
+        )
+    elif order == "create-first":
+        lines.append(
+            f"      # create-first: creates {made}, waits for its nodes, drains {retires} through the "
+            "Eviction API, then deletes it\n",
+            "cyan",
+        )
+    elif order == "delete-first":
+        lines.append(f"      # delete-first: deletes {retires}, then creates it anew\n", "cyan")
+    if change.get("keeps"):
+        lines.append(f"      # capacity meanwhile: {change['keeps']}\n", "cyan")
+    if change.get("rollout") == "node-by-node":
+        labels = ", ".join(change["node_labels"])
+        lines.append(
+            f"      ~ reconfigure (node by node, drains GPU pods): {labels} changes on live nodes; each is "
+            "cordoned, drained, relabelled and waited for before the next\n",
+            "yellow",
+        )
 
 
 def _config_map_lines(lines: Text, config_map: ConfigMapPlan) -> None:
@@ -270,6 +297,11 @@ class ProgressReporter:
         self.progress.update(task, description=label)
         line = Text(f"{_plain(change)}: {change.action.doing} ")
         self._log(line.append(f"(retrying in {delay:.1f} s: {retry_reason(error)})", style="yellow"))
+
+    def change_progress(self, change: Change, message: str) -> None:
+        task = self._tasks[(change.cluster, change.pool)]
+        self.progress.update(task, description=f"{_where(change)}: {change.action.doing}: {escape(message)}")
+        self._log(Text(f"{_plain(change)}: {message}"))
 
     def change_finished(self, outcome: Outcome) -> None:
         task = self._tasks[(outcome.cluster, outcome.pool)]

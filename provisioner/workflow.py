@@ -21,6 +21,7 @@ from provisioner.kube.contexts import KubeAccess
 from provisioner.observe import Drivers, Observation, kubernetes_versions, observe, observe_settled
 from provisioner.plan import Plan, diff
 from provisioner.planfile import SavedPlan
+from provisioner.rollout import RolloutSettings
 from provisioner.source import read_text
 
 if TYPE_CHECKING:  # the catalog (SQLAlchemy) is imported only where a catalog is used
@@ -126,6 +127,7 @@ class ApplySettings:
     outage_timeout: float = 180.0
     lock_url: str | None = None  # PostgreSQL for locks shared across machines
     kube: KubeAccess | None = None  # None: the device-plugin ConfigMaps are left alone (--no-kube)
+    rollout: RolloutSettings = dataclasses.field(default_factory=RolloutSettings)  # drains, node by node
 
 
 def open_catalog(sandbox: Path | None, catalog_url: str | None, *, create: bool = True) -> Store:
@@ -190,6 +192,8 @@ def carry_out(
             reporter=reporter,
             outage_window=settings.outage_timeout,
             kube=settings.kube,
+            compiled={c.name: c for c in compiled.clusters},
+            rollout=settings.rollout,
         )
         result = applier.run(made)
     view.applied(result)

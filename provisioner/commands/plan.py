@@ -102,9 +102,41 @@ def _lock_url_option(command):
     )(command)
 
 
+def _rollout_options(command):
+    """How replacements drain and label changes roll out on live nodes."""
+    for option in reversed(
+        [
+            click.option(
+                "--drain-timeout",
+                default=1800.0,
+                show_default=True,
+                type=click.FloatRange(min=0),
+                metavar="SECONDS",
+                help="How long a drain may wait for PodDisruptionBudgets to allow the evictions; past it "
+                "the old pool is left, and apply fails naming the pods that block.",
+            ),
+            click.option(
+                "--force-drain",
+                is_flag=True,
+                help="Past --drain-timeout, delete the pods that block (bypassing their budgets) and go on.",
+            ),
+            click.option(
+                "--max-unavailable",
+                default=1,
+                show_default=True,
+                type=click.IntRange(min=1),
+                help="Nodes reconfigured at once when a MIG or device-plugin label changes on live nodes.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 @click.command()
 @click.argument("target", metavar="FLEET|PLANFILE")
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
+@_rollout_options
 @_lock_timeout_option
 @_lock_url_option
 @_outage_timeout_option
@@ -123,15 +155,25 @@ def apply(
     catalog_url: str | None,
     kubeconfig: Path | None,
     no_kube: bool,
+    drain_timeout: float,
+    force_drain: bool,
+    max_unavailable: int,
 ) -> None:
     """Carry out a plan: the fleet's (after confirmation), or a saved one (refused if stale).
 
     First, in each cluster whose pools name device-plugin config keys, it server-side-applies the
-    device-plugin ConfigMap `render` prints (--no-kube: you apply it yourself)."""
+    device-plugin ConfigMap `render` prints (--no-kube: you apply it yourself). A pool the cloud
+    cannot change in place is replaced create-first (unless its fleet entry says replace:
+    delete-first): the new pool is made beside the old, its nodes waited for, the old drained
+    through the Eviction API and only then deleted."""
     from provisioner import planfile, workflow
+    from provisioner.rollout import RolloutSettings
 
     kube = kube_access(sandbox, kubeconfig, no_kube)
-    settings = workflow.ApplySettings(sandbox, lock_timeout, catalog_url, outage_timeout, lock_url, kube)
+    rollout = RolloutSettings(drain_timeout, force_drain, max_unavailable)
+    settings = workflow.ApplySettings(
+        sandbox, lock_timeout, catalog_url, outage_timeout, lock_url, kube, rollout
+    )
     try:
         saved = planfile.load(Path(target))
     except (planfile.NotAPlan, OSError):

@@ -374,3 +374,14 @@ def _dra_on_device_plugin_node(name: str, devices: Mapping[str, Sequence[Device]
 def _taint_problems(expected: Sequence[Any], taints: Sequence[Mapping[str, Any]]) -> list[str]:
     have = {(t.get("key"), t.get("value") or "", t.get("effect")) for t in taints}
     return [f"taint {t} is missing" for t in expected if (t.key, t.value, t.effect) not in have]
+
+
+def node_problems(
+    compiled: CompiledCluster, pool: CompiledPool, reads: ClusterReads, node: Mapping[str, Any]
+) -> list[str]:
+    """What keeps one node from giving what `pool` promises, in words ([]: it gives it): the check
+    a create-first replacement waits on before it drains the old generation."""
+    devices = published(reads.slices, hardware.load().dra_driver.driver) if reads.slices is not None else None
+    found = _pool_problems(compiled, pool, reads.config_map, devices)
+    found += _node_problems(compiled, pool, node, reads.config_map, devices)
+    return [problem.message for problem in found]
