@@ -91,7 +91,7 @@ def test_a_budget_that_allows_none_blocks_the_drain_at_its_timeout_and_nothing_i
 ) -> None:
     node, pods = _two_pods_no_disruption(cluster)
     lines: list[str] = []
-    result = drain(cluster.tool(), [node], timeout=0.3, progress=lines.append, **FAST)
+    result = drain(cluster.tool(), [node], timeout=1.0, progress=lines.append, **FAST)
     assert not result.ok
     why = f"{VIOLATION} The disruption budget web needs 2 healthy pods and has 2 currently"
     assert sorted((p.name, p.node, p.status, p.message) for p in result.pods) == [
@@ -113,7 +113,7 @@ def test_a_budget_that_allows_none_blocks_the_drain_at_its_timeout_and_nothing_i
 def test_forced_the_pods_a_budget_kept_are_deleted_at_the_timeout(cluster: Cluster) -> None:
     node, pods = _two_pods_no_disruption(cluster)
     lines: list[str] = []
-    result = drain(cluster.tool(), [node], timeout=0.3, force=True, progress=lines.append, **FAST)
+    result = drain(cluster.tool(), [node], timeout=1.0, force=True, progress=lines.append, **FAST)
     assert result.ok
     assert sorted((p.name, p.status) for p in result.pods) == [(pod, "forced") for pod in pods]
     assert all("The disruption budget web needs 2" in p.message for p in result.pods)
