@@ -235,23 +235,97 @@ class Kube:
             _content_type="application/apply-patch+yaml",
         )
 
+    def node(self, name: str) -> dict[str, Any] | None:
+        return self._call(self._core.read_node, name, missing_ok=True)
+
+    def patch_node(self, name: str, patch: dict[str, Any], *, strategic: bool = False) -> dict[str, Any]:
+        """A JSON merge patch of the node (kubectl label's), or a strategic-merge one (kubectl
+        cordon's, CordonHelper)."""
+        kind = "strategic-merge-patch" if strategic else "merge-patch"
+        return self._call(self._core.patch_node, name, patch, _content_type=f"application/{kind}+json")
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._call(self._core.read_namespaced_pod, name, namespace, missing_ok=True)
+
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        """DELETE the pod (no PodDisruptionBudget asked); False where it was already gone."""
+        return self._call(self._core.delete_namespaced_pod, name, namespace, missing_ok=True) is not None
+
+    def evict(self, namespace: str, name: str) -> Answer:
+        """POST the pod's policy/v1 Eviction: the API server's answer, whatever its code (a 429 is
+        a PodDisruptionBudget's refusal, for the caller to retry); KubeUnreachable only where no
+        answer came."""
+        from kubernetes.client.exceptions import ApiException
+
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        try:
+            response = self._send(self._core.create_namespaced_pod_eviction, name, namespace, body)
+        except ApiException as exc:
+            retry_after = (exc.headers or {}).get("Retry-After")
+            seconds = float(retry_after) if retry_after and retry_after.isdigit() else None
+            return Answer(exc.status, exc.reason or "", _status_message(exc.body), seconds)
+        response.drain_conn()  # the body read, so that the connection goes back to the pool
+        return Answer(response.status, response.reason or "", "")
+
+    def _send(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        """The raw response; ApiException as the client raises it, no answer as KubeUnreachable."""
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return method(
+                *args, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), **kwargs
+            )
+        except (HTTPError, OSError, ValueError) as exc:
+            raise KubeUnreachable(
+                f"{self.name}: the Kubernetes API (context {self.context}) is unreachable: {_words(exc)}"
+            ) from None
+
     def _call(self, method: Any, *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
-            response = method(
-                *args, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), **kwargs
-            )
+            response = self._send(method, *args, **kwargs)
             return json.loads(response.data or b"{}")
         except ApiException as exc:
             if exc.status == 404 and missing_ok:
                 return None
             raise KubeUnreachable(f"{self.name}: the Kubernetes API answered {_api_error(exc)}") from None
-        except (HTTPError, OSError, ValueError) as exc:
+        except (HTTPError, OSError, ValueError) as exc:  # the body cut short, or not JSON
             raise KubeUnreachable(
                 f"{self.name}: the Kubernetes API (context {self.context}) is unreachable: {_words(exc)}"
             ) from None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The API server's answer to a request whose refusals the caller handles itself."""
+
+    status: int  # the HTTP code
+    reason: str  # its words (Too Many Requests)
+    message: str  # the Status's message, its causes' after it; empty on success
+    retry_after: float | None = None  # the Retry-After header, in seconds
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300  # an eviction is 201 Created, its docs say 200 (FACTS.md §1)
+
+
+def _status_message(body: Any) -> str:
+    """A Status object's message and its causes' (a 429's names the PodDisruptionBudget)."""
+    try:
+        status = json.loads(body or "{}")
+    except ValueError:
+        return ""
+    if not isinstance(status, dict):
+        return ""
+    causes = [c.get("message", "") for c in (status.get("details") or {}).get("causes") or []]
+    said = [str(m) for m in (status.get("message"), *causes) if m]
+    return " ".join(said)
 
 
 def _api_error(exc: Any) -> str:

@@ -40,6 +40,12 @@ class Cluster:
         self.apps = client.AppsV1Api(api_client)
         self.policy = client.PolicyV1Api(api_client)
 
+    def tool(self) -> Any:
+        """The tool's own client (provisioner.kube.contexts.Kube) for this cluster."""
+        from provisioner.kube.contexts import KubeAccess
+
+        return KubeAccess(kubeconfig=self.sandbox.kubeconfig).connect(self.name, self.name)
+
     @property
     def kube(self) -> Any:
         assert self.sandbox.kube is not None
