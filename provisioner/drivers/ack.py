@@ -7,7 +7,10 @@ the fleet does not name one, extras["vswitches"] = the vSwitch IDs of new ECS po
 
 Ownership is a node-pool label (OWNER_LABEL_KEY), not an ECS tag: ACK Edge pools have no ECS
 instances to carry one (SDK ScalingGroup.tags: "Adds tags only to ECS instances"). ECS pools get
-the tag too. The label is stripped from what the driver returns, so desired == observed.
+the tag too. The label is stripped from what the driver returns, so desired == observed. A
+replacement's pool (generation > 1) carries its generation the same way, in a node-pool label
+stripped on read (GENERATION_LABEL_KEY); its fleet pool's name is the POOL_NODE_LABEL its nodes
+carry, which stays among its labels.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from provisioner.drivers import (
     seconds_between,
     wait_until,
 )
+from provisioner.drivers.generation import read_generation, starting_nodes
 from provisioner.errors import (
     AuthenticationFailed,
     CloudError,
@@ -42,10 +46,12 @@ from provisioner.errors import (
 )
 from provisioner.hardware import AutoscalerHints
 from provisioner.pools import (
+    GENERATION_LABEL_KEY,
     OWNER_LABEL_KEY,
     OWNER_LABEL_VALUE,
     OWNER_TAG_KEY,
     OWNER_TAG_VALUE,
+    POOL_NODE_LABEL,
     PoolState,
     PoolStatus,
     Scaling,
@@ -128,7 +134,7 @@ class AckDriver:
         if not current.owned:
             raise NotOwned(f"node pool {desired.name} was not created by provisioner; not updating it")
         nodepool_id = raw["nodepool_info"]["nodepool_id"]
-        request = _modify_request(current, desired, _ecs_tags(raw))
+        request = _modify_request(current, desired, _ecs_tags(raw), _markers(raw))
         body = self._call(
             cluster, "modify_cluster_node_pool_with_options", cluster.name, nodepool_id, request
         )
@@ -292,11 +298,23 @@ def _raise_if_failed(pool: dict[str, Any], what: str) -> None:
         raise OperationFailed(f"{what}: node pool {pool['nodepool_info'].get('nodepool_id')} is failed")
 
 
-def _labels(desired: PoolState) -> list[Any]:
+def _labels(desired: PoolState, held: dict[str, str] | None = None) -> list[Any]:
+    """The pool's whole label list: the desired labels, the owner label and a replacement's
+    generation label; `held`, the markers the pool has now, where desired names no generation
+    (an update never strips them)."""
     from alibabacloud_cs20151215 import models as cs
 
-    labels = {**desired.label_map, OWNER_LABEL_KEY: OWNER_LABEL_VALUE}
+    generation = {GENERATION_LABEL_KEY: str(desired.generation)} if desired.generation > 1 else {}
+    labels = {**desired.label_map, **(held or {}), **generation, OWNER_LABEL_KEY: OWNER_LABEL_VALUE}
     return [cs.Tag(key=key, value=value) for key, value in sorted(labels.items())]
+
+
+def _markers(raw: dict[str, Any]) -> dict[str, str]:
+    """The generation label the pool holds now, as it holds it."""
+    labels = (raw.get("kubernetes_config") or {}).get("labels") or []
+    return {
+        label["key"]: label.get("value") or "" for label in labels if label["key"] == GENERATION_LABEL_KEY
+    }
 
 
 def _taints(desired: PoolState) -> list[Any]:
@@ -327,7 +345,7 @@ def _create_request(cluster: ClusterRef, desired: PoolState) -> Any:
     request.scaling_group = cs.CreateClusterNodePoolRequestScalingGroup(
         instance_types=[desired.instance_type],
         vswitch_ids=list(cluster.extras.get("vswitches", ())),
-        desired_size=None if scaling.autoscaling else scaling.min,
+        desired_size=_desired_size(desired),
         system_disk_category="cloud_essd",
         system_disk_size=desired.disk_size_gb,
         spot_strategy="SpotAsPriceGo" if desired.spot else "NoSpot",
@@ -345,18 +363,30 @@ def _create_request(cluster: ClusterRef, desired: PoolState) -> Any:
     return request
 
 
+def _desired_size(desired: PoolState) -> int | None:
+    """scaling_group.desired_size at creation: a fixed pool's size; an autoscaled pool's only where
+    it starts above its minimum (a replacement's first nodes: the SDK's ScalingGroup.desired_size,
+    "the total number of nodes that the node pool should maintain", beside auto_scaling's bounds),
+    else unset as before, the scaling group starting at min_instances."""
+    if not desired.scaling.autoscaling:
+        return desired.scaling.min
+    return starting_nodes(desired) if desired.nodes is not None else None
+
+
 def _ecs_tags(raw: dict[str, Any]) -> dict[str, str]:
     return {tag["key"]: tag.get("value") or "" for tag in (raw.get("scaling_group") or {}).get("tags") or []}
 
 
-def _modify_request(current: PoolState, desired: PoolState, tags_now: dict[str, str]) -> Any:
-    """The complete labels and taints (the SDK always sends both lists), and the ECS fields that
-    changed; nothing of scaling for edge pools."""
+def _modify_request(
+    current: PoolState, desired: PoolState, tags_now: dict[str, str], markers: dict[str, str]
+) -> Any:
+    """The complete labels (the generation marker the pool holds kept) and taints (the SDK always
+    sends both lists), and the ECS fields that changed; nothing of scaling for edge pools."""
     from alibabacloud_cs20151215 import models as cs
 
     request = cs.ModifyClusterNodePoolRequest(
         kubernetes_config=cs.ModifyClusterNodePoolRequestKubernetesConfig(
-            labels=_labels(desired), taints=_taints(desired)
+            labels=_labels(desired, markers), taints=_taints(desired)
         ),
         update_nodes=True,  # existing nodes get the new labels and taints too
     )
@@ -444,6 +474,9 @@ def _observed(pool: dict[str, Any]) -> PoolState:
     edge = info.get("type") == "edge"
     labels = {label["key"]: label.get("value") or "" for label in config.get("labels") or []}
     owned = labels.pop(OWNER_LABEL_KEY, None) == OWNER_LABEL_VALUE
+    generation_text = labels.pop(GENERATION_LABEL_KEY, None)
+    fleet_name = labels.get(POOL_NODE_LABEL) if generation_text is not None else None
+    fleet_name, generation = read_generation(fleet_name, generation_text)
     instance_type = "" if edge else (group.get("instance_types") or [""])[0]
     if edge:
         scaling = Scaling.fixed(0)  # the tool neither scales nor counts an edge pool's nodes
@@ -471,6 +504,8 @@ def _observed(pool: dict[str, Any]) -> PoolState:
         nodes=status.get("total_nodes"),
         cloud_id=info.get("nodepool_id"),
         autoscaler_hints=read_hint_tags(_hints(), _ecs_tags(pool))[0],
+        fleet_name=fleet_name,
+        generation=generation,
     )
 
 

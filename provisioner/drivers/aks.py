@@ -23,6 +23,7 @@ from provisioner.drivers import (
     size_connection_pool,
     wait_until,
 )
+from provisioner.drivers.generation import generation_tags, read_generation_tags, starting_nodes
 from provisioner.errors import (
     AuthenticationFailed,
     CloudError,
@@ -259,8 +260,13 @@ def _hints() -> AutoscalerHints | None:
 
 
 def _tags(desired: PoolState) -> dict[str, str]:
-    """The owner tag and the autoscaler's hints: AKS applies a pool's tags to its scale set."""
-    return {OWNER_TAG_KEY: OWNER_TAG_VALUE, **hint_tags(_hints(), desired.autoscaler_hints)}
+    """The owner tag, a replacement's generation markers and the autoscaler's hints: AKS applies a
+    pool's tags to its scale set."""
+    return {
+        OWNER_TAG_KEY: OWNER_TAG_VALUE,
+        **generation_tags(desired),
+        **hint_tags(_hints(), desired.autoscaler_hints),
+    }
 
 
 def _properties(desired: PoolState) -> dict[str, Any]:
@@ -269,7 +275,7 @@ def _properties(desired: PoolState) -> dict[str, Any]:
         "vmSize": desired.instance_type,
         "osType": "Linux",
         "mode": "User",
-        "count": scaling.min,
+        "count": starting_nodes(desired),
         "enableAutoScaling": scaling.autoscaling,
         "nodeLabels": desired.label_map,
         "nodeTaints": [str(t) for t in desired.taints],
@@ -303,6 +309,7 @@ def _observed(pool: Any) -> PoolState:
         else Scaling.fixed(pool.count or 0)
     )
     template, _ = read_hint_tags(_hints(), pool.tags or {})
+    fleet_name, generation = read_generation_tags(pool.tags or {})
     return PoolState(
         name=pool.name,
         instance_type=pool.vm_size or "",
@@ -321,6 +328,8 @@ def _observed(pool: Any) -> PoolState:
         nodes=pool.count,
         zones=tuple(pool.availability_zones) if pool.availability_zones else None,
         autoscaler_hints=template,
+        fleet_name=fleet_name,
+        generation=generation,
     )
 
 

@@ -19,6 +19,7 @@ from provisioner.drivers import (
     requests_at_once,
     wait_until,
 )
+from provisioner.drivers.generation import generation_tags, read_generation_tags, starting_nodes
 from provisioner.errors import (
     AuthenticationFailed,
     CloudError,
@@ -127,13 +128,14 @@ class EksDriver:
             "scalingConfig": {
                 "minSize": scaling.min,
                 "maxSize": max(scaling.max, 1),
-                "desiredSize": scaling.min,
+                "desiredSize": starting_nodes(desired),
             },
             "labels": desired.label_map,
             "taints": [_taint(t) for t in desired.taints],
             # The hints follow once its Auto Scaling group is tagged (_retag): the node group's are
-            # what plan reads, so they are written last.
-            "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE},
+            # what plan reads, so they are written last. _retag touches hint tags only: the
+            # generation markers stay for the node group's life.
+            "tags": {OWNER_TAG_KEY: OWNER_TAG_VALUE, **generation_tags(desired)},
         }
         if desired.disk_size_gb is not None:
             request["diskSize"] = desired.disk_size_gb
@@ -367,6 +369,8 @@ def _observed(group: dict[str, Any]) -> PoolState:
     machine = hardware.load().instance_type("eks", instance_type)
     scaling = group.get("scalingConfig", {})
     low, high = scaling.get("minSize", 0), scaling.get("maxSize", 0)
+    tags = group.get("tags") or {}
+    fleet_name, generation = read_generation_tags(tags)
     return PoolState(
         name=group["nodegroupName"],
         instance_type=instance_type,
@@ -381,10 +385,12 @@ def _observed(group: dict[str, Any]) -> PoolState:
             Taint(t["key"], t.get("value", ""), TAINT_EFFECTS_BY_CONSTANT.get(t["effect"], t["effect"]))
             for t in group.get("taints") or []
         ),
-        owned=(group.get("tags") or {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
+        owned=tags.get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(group.get("status", ""), "changing"),
         nodes=scaling.get("desiredSize"),
-        autoscaler_hints=read_hint_tags(_hints(), group.get("tags") or {})[0],
+        autoscaler_hints=read_hint_tags(_hints(), tags)[0],
+        fleet_name=fleet_name,
+        generation=generation,
     )
 
 

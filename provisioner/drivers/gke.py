@@ -20,6 +20,7 @@ from provisioner.drivers import (
     size_connection_pool,
     wait_until,
 )
+from provisioner.drivers.generation import generation_tags, read_generation_tags, starting_nodes
 from provisioner.errors import (
     AuthenticationFailed,
     CloudError,
@@ -256,23 +257,24 @@ class GkeDriver:
     def _node_pool(self, desired: PoolState, zones: tuple[str, ...]) -> Any:
         """The NodePool to create in `zones`: the fleet's counts are the whole pool's, GKE's
         initialNodeCount is per zone, so autoscaling goes by total limits and a fixed count is
-        spread evenly (an autoscaled pool starts with the fewest nodes per zone that reach min,
-        within max; the autoscaler takes it from there)."""
+        spread evenly (an autoscaled pool starts with the fewest nodes per zone that reach its
+        starting count, min or the replaced generation's nodes, within max; the autoscaler takes
+        it from there). A replacement's generation markers go with the owner's resource label."""
         from google.cloud import container_v1 as gke
 
         config = gke.NodeConfig(
             machine_type=desired.instance_type,
             spot=desired.spot,
             labels=desired.label_map,
-            resource_labels={OWNER_TAG_KEY: OWNER_TAG_VALUE},
+            resource_labels={OWNER_TAG_KEY: OWNER_TAG_VALUE, **generation_tags(desired)},
             taints=[_taint(t) for t in desired.taints],
             accelerators=[self._accelerator(desired)] if desired.gpus_per_node else [],
         )
         if desired.disk_size_gb is not None:
             config.disk_size_gb = desired.disk_size_gb
         scaling = desired.scaling
-        if scaling.autoscaling:  # the fewest per zone that reach min, never more than max allows
-            initial = min(-(-scaling.min // len(zones)), scaling.max // len(zones))
+        if scaling.autoscaling:  # the fewest per zone that reach the start, never more than max allows
+            initial = min(-(-starting_nodes(desired) // len(zones)), scaling.max // len(zones))
         else:
             initial = _per_zone(scaling.min, zones)
         pool = gke.NodePool(
@@ -386,6 +388,7 @@ def _observed(pool: Any) -> PoolState:
     )
     scaling = _scaling(autoscaling.enabled, limits, message.initial_node_count, len(zones))
     effects = gke.NodeTaint.Effect
+    fleet_name, generation = read_generation_tags(dict(config.resource_labels))
     return PoolState(
         name=message.name,
         instance_type=config.machine_type,
@@ -405,6 +408,8 @@ def _observed(pool: Any) -> PoolState:
         nodes=None,  # a GKE NodePool carries no current size: its instance groups do
         zones=zones or None,
         cloud_installs_driver=installs,
+        fleet_name=fleet_name,
+        generation=generation,
     )
 
 
@@ -454,6 +459,8 @@ def _observed_json(pool: dict[str, Any]) -> PoolState:
     scaling = _scaling(
         autoscaling.get("enabled", False), limits, int(pool.get("initialNodeCount", 0)), len(zones)
     )
+    resource_labels = config.get("resourceLabels", {})
+    fleet_name, generation = read_generation_tags(resource_labels)
     return PoolState(
         name=pool.get("name", ""),
         instance_type=config.get("machineType", ""),
@@ -474,11 +481,13 @@ def _observed_json(pool: dict[str, Any]) -> PoolState:
             )
             for t in config.get("taints", ())
         ),
-        owned=config.get("resourceLabels", {}).get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
+        owned=resource_labels.get(OWNER_TAG_KEY) == OWNER_TAG_VALUE,
         status=_STATUS.get(enum(gke.NodePool.Status, pool.get("status", 0)), "changing"),
         nodes=None,  # a GKE NodePool carries no current size: its instance groups do
         zones=zones or None,
         cloud_installs_driver=installs,
+        fleet_name=fleet_name,
+        generation=generation,
     )
 
 

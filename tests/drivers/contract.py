@@ -12,12 +12,14 @@ from typing import Any, ClassVar
 import pytest
 from kubernetes import client, config
 
+from provisioner import hardware
 from provisioner.clusters import ClusterRef, KubernetesVersion
 from provisioner.compile import CompiledFleet, desired_state
 from provisioner.drivers import Driver
 from provisioner.drivers.registry import connect
 from provisioner.errors import Busy, CloudError, InvalidRequest, NotFound, NotOwned, Throttled, Unavailable
-from provisioner.pools import PoolState, Scaling, Taint
+from provisioner.generations import cloud_name, group
+from provisioner.pools import POOL_NODE_LABEL, PoolState, Scaling, Taint
 from provisioner.sandbox.server import Sandbox
 from tests.unowned import USER_TAG, create_unowned, identity
 
@@ -64,6 +66,70 @@ class DriverContract:
 
     def names(self, driver: Driver, cluster: ClusterRef) -> set[str]:
         return {p.name for p in driver.list_pools(cluster)}
+
+    def generation(self, first: PoolState, n: int, **changes: Any) -> PoolState:
+        """Generation `n` of the fleet pool `first` is generation 1 of, under its cloud name."""
+        name = cloud_name(first.name, n, hardware.load().clouds[self.cloud])
+        return dataclasses.replace(first, name=name, fleet_name=first.name, generation=n, **changes)
+
+    def fleet_pool(self, want: PoolState, name: str) -> PoolState:
+        """`want` as fleet pool `name`'s first generation, with the node label the compiler gives
+        every pool (its fleet name; ACK reads a replacement's fleet name from it)."""
+        return dataclasses.replace(want, name=name, labels=(*want.labels, (POOL_NODE_LABEL, name)))
+
+    def kube_nodes(self, sandbox: Sandbox, pool: PoolState) -> list[str]:
+        """The nodes the cluster's Kubernetes API lists for `pool`, by the cloud's own pool label."""
+        label = hardware.load().clouds[self.cloud].pool_label
+        assert label is not None
+        value = pool.cloud_id if label.value == "cloudId" else pool.name
+        api = config.new_client_from_config(str(sandbox.kubeconfig), context=self.cluster_name)
+        found = client.CoreV1Api(api).list_node(label_selector=f"{label.key}={value}").items
+        return sorted(node.metadata.name for node in found)
+
+    def test_a_new_generation_beside_the_first_reads_back_as_the_same_fleet_pool(
+        self, driver, cluster, desired, sandbox
+    ):
+        first = self.fleet_pool(desired[self.kinds[1]], "gen")
+        second = self.generation(first, 2, nodes=3)  # a fixed size starts at its size, whatever apply says
+        assert driver.create_pool(cluster, first).generation == 1
+        made = driver.create_pool(cluster, second)
+        assert (made.name, made.pool_name, made.generation) == (second.name, "gen", 2)
+        assert second.differences(made) == [] and len(self.kube_nodes(sandbox, made)) == 1
+
+        listed = {p.name: p for p in driver.list_pools(cluster)}
+        assert first.differences(listed["gen"]) == [] and second.differences(listed[second.name]) == []
+        assert (listed["gen"].fleet_name, listed["gen"].generation) == (None, 1)
+        assert (listed[second.name].fleet_name, listed[second.name].generation) == ("gen", 2)
+        assert [p.name for p in group(listed.values())["gen"].pools] == ["gen", second.name]
+
+        # An update keeps the markers, even where the desired state it is given names no generation.
+        changed = dataclasses.replace(
+            second, labels=(*second.labels, ("stage", "canary")), scaling=Scaling(1, 3, autoscaling=True)
+        )
+        for asked in (changed, dataclasses.replace(changed, fleet_name=None, generation=1)):
+            updated = driver.update_pool(cluster, asked)
+            assert changed.differences(updated) == [], updated
+            assert (updated.pool_name, updated.generation) == ("gen", 2)
+        again = {p.name: p for p in driver.list_pools(cluster)}[second.name]
+        assert (again.pool_name, again.generation) == ("gen", 2) and changed.differences(again) == []
+
+        driver.delete_pool(cluster, second.name)
+        driver.delete_pool(cluster, "gen")
+        assert not {"gen", second.name} & self.names(driver, cluster)
+
+    def test_a_new_generation_starts_with_the_nodes_of_the_one_it_replaces(
+        self, driver, cluster, desired, sandbox
+    ):
+        first = self.fleet_pool(desired[self.kinds[0]], "grow")
+        want = self.generation(first, 2, scaling=Scaling(0, 5, autoscaling=True), nodes=3)
+        created = driver.create_pool(cluster, want)
+        assert want.differences(created) == [], created
+        assert created.scaling == Scaling(0, 5, autoscaling=True)  # the start is no bound
+        assert created.nodes in (3, None)  # None: GKE's NodePool gives no current size
+        assert len(self.kube_nodes(sandbox, created)) == 3  # on GKE one in each of the cluster's 3 zones
+        listed = {p.name: p for p in driver.list_pools(cluster)}[want.name]
+        assert want.differences(listed) == [] and listed.nodes in (3, None)
+        driver.delete_pool(cluster, want.name)
 
     def test_create_read_back_update_delete(self, driver, cluster, desired, kind):
         want = desired[kind]

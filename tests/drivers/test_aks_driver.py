@@ -54,3 +54,37 @@ def test_an_aks_spot_pool_reads_back_as_desired_and_keeps_what_aks_added(sandbox
         "kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
     ]
     driver.delete_pool(compiled.target.ref, "spotback")
+
+
+def test_aks_generation_markers_someone_changed_read_as_the_rule_says(sandbox, contract_fleet):
+    """A generation tag edited to no number reads as generation 1 of the same fleet pool; without
+    the fleet tag the pool is nobody's generation; and the markers never show as drift."""
+    import dataclasses
+
+    from provisioner.compile import desired_state
+    from provisioner.drivers.registry import connect
+    from provisioner.pools import FLEET_POOL_TAG_KEY, GENERATION_TAG_KEY
+
+    compiled = contract_fleet.cluster("aks-contract")
+    ref = compiled.target.ref
+    driver = connect("aks", sandbox.directory)
+    want = dataclasses.replace(
+        desired_state(compiled.pools[1]), name="markg3", fleet_name="mark", generation=3
+    )
+    driver.create_pool(ref, want)
+    tags = (
+        sandbox.emulators["aks"].backend(ref.account, ref.location).cluster(ref.name).pools["markg3"]["tags"]
+    )  # type: ignore[attr-defined]
+    assert (tags[FLEET_POOL_TAG_KEY], tags[GENERATION_TAG_KEY]) == ("mark", "3")
+
+    def read() -> tuple[str | None, int]:
+        found = {p.name: p for p in driver.list_pools(ref)}["markg3"]
+        assert want.differences(found) == []
+        return found.fleet_name, found.generation
+
+    assert read() == ("mark", 3)
+    tags[GENERATION_TAG_KEY] = "three"
+    assert read() == ("mark", 1)
+    del tags[FLEET_POOL_TAG_KEY]
+    assert read() == (None, 1)
+    driver.delete_pool(ref, "markg3")

@@ -47,11 +47,16 @@ class TestGkeDriver(DriverContract):
             scaling=Scaling.fixed(2),
             spot=True,
         )
-        made = [driver.create_pool(cluster, pool) for pool in (*desired.values(), varied)]
+        replacement = self.generation(varied, 2)
+        made = [driver.create_pool(cluster, pool) for pool in (*desired.values(), varied, replacement)]
         try:
             listed = driver.list_pools(cluster)
             assert {p.name for p in listed} == {self.system_pool, *(p.name for p in made)}
-            assert listed == [driver._read(cluster, p.name) for p in listed]
+            read = [driver._read(cluster, p.name) for p in listed]
+            assert listed == read
+            markers = [(p.name, p.fleet_name, p.generation) for p in listed]  # not compared fields
+            assert markers == [(p.name, p.fleet_name, p.generation) for p in read]
+            assert ("varied-g2", "varied", 2) in markers
             assert {p.name: p.owned for p in listed}[self.system_pool] is False
         finally:
             for pool in made:

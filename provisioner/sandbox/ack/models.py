@@ -228,8 +228,17 @@ class AckBackend:
                 raise err.ErrorNodePoolNameDuplicated(
                     f"A node pool named {pool.name} already exists in cluster {cluster_id}."
                 )
+            # An autoscaled pool given a desired size starts its scaling group there (within its
+            # bounds), as a fixed one does: "the total number of nodes that the node pool should
+            # maintain" (SDK ScalingGroup.desired_size); the autoscaler moves it from then on.
+            started = pool.desired_size if pool.auto_scaling.enable and pool.desired_size else None
             created = replace(
-                pool, nodepool_id=self._ids("np"), region_id=self.region, state="initial", created=_now()
+                pool,
+                nodepool_id=self._ids("np"),
+                region_id=self.region,
+                state="initial",
+                created=_now(),
+                scaled_size=started,
             )
             cluster.pools[created.nodepool_id] = created
             return self._begin(cluster, created.nodepool_id, "nodepool_create", lambda: replace(created))
