@@ -3,6 +3,7 @@ call. It holds the cluster's lock and composes its parts, each one idea:
 
 - nodes.py: nodes computed from the cloud emulator's pools, and what kubectl changed on them;
 - pods.py: stored pods, bound by the scheduler (scheduling.py), admitted or refused by the kubelet;
+  podgc.py: the pod garbage collector, deleting pods bound to nodes gone with their pool;
 - events.py: the events the scheduler and the autoscaler record about pods;
 - autoscaler.py: the cluster autoscaler, scanning from KubeEmulator's thread;
 - configmaps.py: stored ConfigMaps, their field ownership kept by fields.py (server-side apply);
@@ -31,6 +32,7 @@ from provisioner.sandbox.kube.exceptions import NotFound
 from provisioner.sandbox.kube.migmanager import MigManager
 from provisioner.sandbox.kube.nodes import Nodes
 from provisioner.sandbox.kube.objects import Revisions, merge_patch
+from provisioner.sandbox.kube.podgc import collect_orphans
 from provisioner.sandbox.kube.pods import Pods
 from provisioner.sandbox.kube.resources import ResourceObjects, slices_matching
 from provisioner.sandbox.kube.selectors import selector_text
@@ -97,8 +99,9 @@ class KubeCluster:
 
     def scan(self) -> None:
         """One loop of the cluster's components (KubeEmulator's thread runs one per scan interval):
-        the kubelets stop Terminating pods, the controllers replace them, the scheduler and the
-        cluster autoscaler run, the disruption controller catches up. None until the cluster's
+        the kubelets stop Terminating pods, the pod garbage collector deletes those whose node is
+        gone, the controllers replace them, the scheduler and the cluster autoscaler run, the
+        disruption controller catches up. None until the cluster's
         first pod: before it nothing is pending or was run, and a scan would see the pools first,
         numbering their nodes' subnets before the API's first listing does."""
         with self.lock:
@@ -106,6 +109,7 @@ class KubeCluster:
                 self._disruption.sync()
                 return
             self._pods.reap()
+            collect_orphans(self._pods)
             self._workloads.sync()
             self._autoscaler.scan()
             self._workloads.sync()  # the pods the scheduler bound count as ready now
