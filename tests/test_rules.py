@@ -384,6 +384,22 @@ CASES = {
             "nvidia.com/device-plugin.config is set by provisioner from gpu.sharing; remove it from labels"
         ],
     ),
+    "the fleet pool's and its generation's labels": (
+        "gke",
+        """\
+        - name: l4
+          instanceType: g2-standard-8
+          nodes: {count: 1}
+          labels: {provisioner.io/pool: other, provisioner.io/generation: "2"}
+        """,
+        [
+            '11: clusters[gcp-ml].pools[l4].labels["provisioner.io/generation"]: '
+            "provisioner.io/generation marks which generation of its fleet pool a cloud pool is; "
+            "remove it from labels",
+            '11: clusters[gcp-ml].pools[l4].labels["provisioner.io/pool"]: '
+            "provisioner.io/pool is set by provisioner from name; remove it from labels",
+        ],
+    ),
     "gpu count where the machine fixes it": (
         "gke",
         """\
