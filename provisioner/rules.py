@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from provisioner import hardware
-from provisioner.fleet import Pool
+from provisioner.fleet import LABEL_VALUE, Pool
 from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
 from provisioner.nvidia import TOOL_LABELS
 from provisioner.pools import GENERATION_LABEL_KEY, GPU_TAINT, OWNER_LABEL_KEY, POOL_NODE_LABEL, Taint
@@ -52,6 +52,13 @@ def check_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> CheckedPool
     if not cloud.pool_name_pattern.fullmatch(pool.name):
         problems.add(
             ("name",), f"{shown(pool.name)} is not a valid {cloud.title} pool name: {cloud.pool_name_rule}"
+        )
+    elif not LABEL_VALUE.fullmatch(pool.name):  # the compiler writes it as provisioner.io/pool's value
+        problems.add(
+            ("name",),
+            f"{shown(pool.name)} cannot be the value of the node label {POOL_NODE_LABEL}, which names "
+            "the pool on its nodes: letters, digits, '-', '_' and '.', beginning and ending with a "
+            "letter or digit",
         )
     labels = _labels(cloud, pool, problems)
     taints = _taints(pool, problems)

@@ -400,6 +400,19 @@ CASES = {
             "provisioner.io/pool is set by provisioner from name; remove it from labels",
         ],
     ),
+    "an eks pool name ending in a hyphen": (
+        "eks",
+        """\
+        - name: g5-
+          instanceType: g5.xlarge
+          nodes: {count: 1}
+        """,
+        [
+            "9: clusters[aws-ml].pools[g5-].name: 'g5-' cannot be the value of the node label "
+            "provisioner.io/pool, which names the pool on its nodes: letters, digits, '-', '_' and '.', "
+            "beginning and ending with a letter or digit"
+        ],
+    ),
     "gpu count where the machine fixes it": (
         "gke",
         """\

@@ -105,6 +105,14 @@ CASES = {
             "8: clusters[ali-ml].pools[l].labels: 19 labels (2 set by provisioner); ACK allows at most 18",
         ],
     ),
+    "a pool name that is no label value": (
+        f"- {{name: 推理-gpu, instanceType: {A10}, nodes: {{count: 1}}}}",
+        [
+            "8: clusters[ali-ml].pools[推理-gpu].name: '推理-gpu' cannot be the value of the node label "
+            "provisioner.io/pool, which names the pool on its nodes: letters, digits, '-', '_' and '.', "
+            "beginning and ending with a letter or digit"
+        ],
+    ),
     "labels the tool sets": (
         f"- {{name: l, instanceType: {A10}, nodes: {{count: 1}}, "
         "labels: {ack.node.gpu.schedule: cgpu, provisioner.io/managed-by: me}}",
