@@ -23,7 +23,7 @@ from provisioner.fleet import Cluster, Fleet, Pool, SalvagedFleet, Sharing, pars
 from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
 from provisioner.heap import heap_frozen
 from provisioner.nvidia import DevicePluginConfig, marks
-from provisioner.pools import NativeSharing, PoolState, Scaling, Taint
+from provisioner.pools import POOL_NODE_LABEL, NativeSharing, PoolState, Scaling, Taint
 from provisioner.rules import PoolProblems, check_pool
 
 
@@ -193,7 +193,8 @@ def compile_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> NodeSetup
         placement=spec.placement,
         allocation=spec.allocation,
     )
-    labels = checked.labels | marked.labels
+    # The fleet's pool name, the same on every generation: what place's pods and verify select by.
+    labels = checked.labels | marked.labels | {POOL_NODE_LABEL: pool.name}
     if pool.edge and cloud.edge_labels is not None:  # no instance type names an edge pool's GPUs
         labels |= {
             cloud.edge_labels["model"]: checked.gpu.key,

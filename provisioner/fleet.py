@@ -65,6 +65,7 @@ LabelKey = _matching(
     "name at most 63)",
 )
 LabelValue = _matching(_LABEL_VALUE, "a Kubernetes label value (at most 63 letters, digits, -, _ or .)")
+LABEL_VALUE = re.compile(_LABEL_VALUE)  # apimachinery IsValidLabelValue (docs/FACTS.md)
 ClusterName = _matching(_DNS_LABEL, "a name of lowercase letters, digits and hyphens (at most 63)")
 NonEmpty = Annotated[str, Field(min_length=1)]
 

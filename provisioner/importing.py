@@ -7,7 +7,9 @@ left is the user's own. Exactness is proven, not assumed: an entry is offered on
 compiles to the PoolState the cloud holds, or to one the cloud reaches by updating the pool in
 place (a pool made by hand without the GPU taint: adopting it adds the taint), and each such
 update is said beside the entry and in the plan. A pool that would need a new pool, or that the
-fleet language cannot describe, is skipped with the reason, never approximated.
+fleet language cannot describe, is skipped with the reason, never approximated. A fleet pool
+caught mid-replacement (two generations, each a cloud pool) is one entry, read from the newest
+under the fleet's name.
 
 Writing keeps every byte of the file that is not the new entries: ruamel.yaml's round-trip
 parser says where each cluster's pool list ends, and the entries are inserted there as text.
@@ -15,6 +17,7 @@ parser says where each cluster's pool list ends, and the entries are inserted th
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ from provisioner.capacity import capacity
 from provisioner.compile import CompiledCluster, CompiledPool, compile_file, compile_pool, desired_state
 from provisioner.errors import Diagnostic, FleetError
 from provisioner.fleet import Pool
+from provisioner.generations import group
 from provisioner.hardware import CloudProfile, Gpu
 from provisioner.nvidia import (
     DEVICE_PLUGIN_LABEL,
@@ -38,7 +42,7 @@ from provisioner.nvidia import (
 )
 from provisioner.observe import Observation
 from provisioner.pooljson import value_json
-from provisioner.pools import GPU_TAINT, NodeTemplate, PoolState
+from provisioner.pools import GENERATION_LABEL_KEY, GPU_TAINT, POOL_NODE_LABEL, NodeTemplate, PoolState
 from provisioner.rules import PoolProblems
 
 
@@ -87,8 +91,8 @@ def import_pools(
             errors.append(f"{cluster.name}: {observation.error}")
             continue
         in_fleet = {p.pool.name: p.pool for p in cluster.pools}
-        for state in sorted(observation.pools, key=lambda p: p.name):
-            if state.owned or (pool_names and state.name not in pool_names):
+        for state in _fleet_pools(observation.pools):
+            if pool_names and state.name not in pool_names:
                 continue
             if not (all_pools or pool_names or _gpu_pool(cluster.cloud, state)):
                 continue
@@ -115,6 +119,13 @@ def import_pools(
             where = ", ".join(c.name for c in observed)
             errors.append(f"no pool {name} that provisioner does not own in {where}")
     return ImportResult(imported, errors)
+
+
+def _fleet_pools(listed: Sequence[PoolState]) -> list[PoolState]:
+    """The unowned pools, one per fleet pool in name order: the newest generation, named as the
+    fleet names the pool."""
+    unowned = group(p for p in listed if not p.owned)
+    return [dataclasses.replace(g.current, name=name) for name, g in sorted(unowned.items())]
 
 
 def _gpu_pool(cloud: CloudProfile, state: PoolState) -> bool:
@@ -199,7 +210,9 @@ def describe(cloud: CloudProfile, state: PoolState) -> dict[str, Any]:
     if gpu_spec:
         entry["gpu"] = gpu_spec
     entry |= _shape(cloud, state)
-    own_labels = {key: value for key, value in state.labels if derived.get(key) != value}
+    # The tool's own markers are the compiler's to write, never an entry's (rules refuse them).
+    markers = (POOL_NODE_LABEL, GENERATION_LABEL_KEY)
+    own_labels = {k: v for k, v in state.labels if derived.get(k) != v and k not in markers}
     if own_labels:
         entry["labels"] = own_labels
     # A pool without the GPU taint gets it when adopted (an in-place update on every cloud).

@@ -47,6 +47,7 @@ from provisioner.capacity import ISOLATION_LEVELS, resource_of, sharing_text
 from provisioner.claims import CLAIM, DeviceAsk, claim_notes, claim_object, pod_claim
 from provisioner.errors import NoPlacement
 from provisioner.nvidia import dra_device_class
+from provisioner.pools import POOL_NODE_LABEL
 from provisioner.request import Request
 from provisioner.tiers import TIERS, Standing, standing, unknown_reason
 
@@ -128,6 +129,9 @@ class Placement:
     share: str | None = None
     namespace: str | None = None  # the claim's, where `place --namespace` names it
     share_read: bool = False  # the shared claim was chosen from the cluster's claims (--live)
+    # The cloud's own pool label and the values by which it named this pool (its name, its ID),
+    # as an earlier place selected it: a manifest carrying it is pinned to one generation.
+    cloud_pool_label: tuple[str, tuple[str, ...]] | None = None
 
     @property
     def claim(self) -> dict[str, Any] | None:
@@ -405,8 +409,6 @@ def _unplaceable(row: Mapping[str, Any]) -> str | None:
     rules = hardware.load().clouds.get(row["cloud"])
     if rules is None or rules.placement is None:
         return f"the tool does not know how pods land on {row['cloud']} pools"
-    if rules.pool_label is None or (rules.pool_label.value == "cloudId" and not row.get("cloud_id")):
-        return "the catalog holds no pool ID for it (sync again)"
     if row["slices_per_node"] < 1:
         return "its nodes advertise no slices the tool knows of"
     if _nodes(row) < 1:
@@ -480,9 +482,9 @@ def _placement(offer: Offer, others: int) -> Placement:
     if rules.compute_share_resource and compute_share:
         per_gpu = row["slices_per_node"] // max(row["gpus_per_node"], 1)
         limits[rules.compute_share_resource] = min(100, math.ceil(100 * offer.quantity / per_gpu))
-    pool_label = cloud.pool_label
-    assert pool_label is not None  # _unplaceable refuses clouds without one
-    selector = {pool_label.key: row["pool"] if pool_label.value == "name" else row["cloud_id"]}
+    # The fleet's pool label, not the cloud's (which names one generation): a pod evicted from a
+    # pool being replaced lands on its new generation.
+    selector = {POOL_NODE_LABEL: row["pool"]}
     plugin = device is None  # the cloud's own MIG and sharing labels and pod fields are the device plugin's
     if plugin and row["mig"] and rules.mig_label:
         selector[rules.mig_label] = row["mig"]
@@ -513,7 +515,18 @@ def _placement(offer: Offer, others: int) -> Placement:
         tier_why=_tier_why(offer),
         device=device,
         share=device.share_name() if device is not None and device.shared else None,
+        cloud_pool_label=_cloud_pool_label(cloud, row),
     )
+
+
+def _cloud_pool_label(
+    cloud: hardware.CloudProfile, row: Mapping[str, Any]
+) -> tuple[str, tuple[str, ...]] | None:
+    """The cloud's pool label, and the values that named the row's pool by it."""
+    if cloud.pool_label is None:
+        return None
+    values = (row["pool"], row["cloud_id"]) if row.get("cloud_id") else (row["pool"],)
+    return cloud.pool_label.key, values
 
 
 def _device_ask(row: Mapping[str, Any], quantity: int) -> DeviceAsk | None:

@@ -2,8 +2,10 @@
 
 Users keep their Deployments, Jobs and CronJobs in files; what they need from `place` is the same
 files with the GPU limit on the right container and the pool's node selector and tolerations on
-every pod template, nothing of theirs dropped. The YAML is edited round-trip (ruamel.yaml), so
-comments, key order and quoting stay as they were and the output diffs cleanly against the input.
+every pod template, nothing of theirs dropped (but a selector of the cloud's own pool label that
+an earlier `place` wrote: the fleet pool's label takes its place). The YAML is edited round-trip
+(ruamel.yaml), so comments, key order and quoting stay as they were and the output diffs cleanly
+against the input.
 
 A manifest whose containers reach GPUs outside the scheduler's device accounting (an
 `NVIDIA_VISIBLE_DEVICES` in their env, `privileged: true`) is refused: merging a slice into it would
@@ -31,6 +33,7 @@ from provisioner import hardware
 from provisioner.errors import BadRequest
 from provisioner.nvidia import GPU_RESOURCE, SHARED_GPU_RESOURCE
 from provisioner.placement import Placement
+from provisioner.pools import POOL_NODE_LABEL
 
 # Where each workload kind keeps its pod spec.
 POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
@@ -349,7 +352,7 @@ def _merge_spec(spec: CommentedMap, placement: Placement, container: str | None,
         )
     for target in targets:
         _set_limits(target, placement.limits, known)
-    _merge_selector(spec, placement.node_selector, where)
+    _merge_selector(spec, placement, where)
     _merge_tolerations(spec, placement.tolerations)
     for key, value in placement.pod_fields.items():
         if key in spec and spec[key] != value:
@@ -405,7 +408,7 @@ def _merge_claims(  # noqa: PLR0917 (the spec, its containers, and what _merge_s
             used = resources["claims"] = CommentedSeq()
         if not any(isinstance(c, CommentedMap) and c.get("name") == wanted["name"] for c in used):
             used.append(CommentedMap({"name": wanted["name"]}))
-    _merge_selector(spec, placement.node_selector, where)
+    _merge_selector(spec, placement, where)
     _merge_tolerations(spec, placement.tolerations)
 
 
@@ -446,16 +449,35 @@ def _set_limits(container: CommentedMap, limits: dict[str, int], known: set[str]
         del resources["requests"]
 
 
-def _merge_selector(spec: CommentedMap, selector: dict[str, str], where: str) -> None:
+def _merge_selector(spec: CommentedMap, placement: Placement, where: str) -> None:
     current = spec.get("nodeSelector")
     if not isinstance(current, CommentedMap):
         current = spec["nodeSelector"] = CommentedMap()
-    for key, value in selector.items():
+    _drop_cloud_pool_label(current, placement, where)
+    for key, value in placement.node_selector.items():
         if key in current and str(current[key]) != value:
             raise BadRequest(
                 f"{where}: nodeSelector {key} is {current[key]!r}, but the chosen pool needs {value!r}"
             )
         current[key] = value
+
+
+def _drop_cloud_pool_label(current: CommentedMap, placement: Placement, where: str) -> None:
+    """A selector of the cloud's own pool label pins the pod to one cloud pool, which a create-first
+    replacement deletes: where it names the chosen pool (an earlier place wrote it), the fleet pool's
+    label takes its place; naming another, the pod could land nowhere."""
+    if placement.cloud_pool_label is None:
+        return
+    key, values = placement.cloud_pool_label
+    if key not in current:
+        return
+    if str(current[key]) in values:
+        del current[key]
+        return
+    raise BadRequest(
+        f"{where}: nodeSelector {key} is {current[key]!r}, another pool than the chosen {placement.pool!r}; "
+        f"remove it (place selects the pool by {POOL_NODE_LABEL}, across its generations)"
+    )
 
 
 def _merge_tolerations(spec: CommentedMap, tolerations: list[dict[str, str]]) -> None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from provisioner import hardware
-from provisioner.fleet import Pool
+from provisioner.fleet import LABEL_VALUE, Pool
 from provisioner.hardware import CloudProfile, Gpu, InstanceType, MigProfile
 from provisioner.nvidia import TOOL_LABELS
-from provisioner.pools import GPU_TAINT, OWNER_LABEL_KEY, Taint
+from provisioner.pools import GENERATION_LABEL_KEY, GPU_TAINT, OWNER_LABEL_KEY, POOL_NODE_LABEL, Taint
 from provisioner.source import Loc, cut, shown
 
 _WHY_NOT_ON_MIG = {
@@ -53,6 +53,13 @@ def check_pool(cloud: CloudProfile, pool: Pool, region: str = "") -> CheckedPool
         problems.add(
             ("name",), f"{shown(pool.name)} is not a valid {cloud.title} pool name: {cloud.pool_name_rule}"
         )
+    elif not LABEL_VALUE.fullmatch(pool.name):  # the compiler writes it as provisioner.io/pool's value
+        problems.add(
+            ("name",),
+            f"{shown(pool.name)} cannot be the value of the node label {POOL_NODE_LABEL}, which names "
+            "the pool on its nodes: letters, digits, '-', '_' and '.', beginning and ending with a "
+            "letter or digit",
+        )
     labels = _labels(cloud, pool, problems)
     taints = _taints(pool, problems)
     _check_limits(cloud, pool, taints, problems)
@@ -87,8 +94,15 @@ class _Problems(list[tuple[Loc, str]]):
         self.append((loc, message))
 
 
+# The tool's own markers on a pool, never the user's to set: each with what it marks.
+_MARKERS = {
+    OWNER_LABEL_KEY: "marks the pools provisioner owns",
+    GENERATION_LABEL_KEY: "marks which generation of its fleet pool a cloud pool is",
+}
+
+
 def _labels(cloud: CloudProfile, pool: Pool, problems: _Problems) -> dict[str, str]:
-    derived = dict(TOOL_LABELS)
+    derived = dict(TOOL_LABELS) | {POOL_NODE_LABEL: "name"}
     if cloud.scheduler is not None:
         derived |= {cloud.scheduler.label: "gpu.sharing", cloud.scheduler.placement_label: "gpu.placement"}
     if cloud.edge_labels is not None:
@@ -100,8 +114,8 @@ def _labels(cloud: CloudProfile, pool: Pool, problems: _Problems) -> dict[str, s
             problems.add(
                 ("labels", key), f"{key} is set by provisioner from {derived[key]}; remove it from labels"
             )
-        elif key == OWNER_LABEL_KEY:
-            problems.add(("labels", key), f"{key} marks the pools provisioner owns; remove it from labels")
+        elif key in _MARKERS:
+            problems.add(("labels", key), f"{key} {_MARKERS[key]}; remove it from labels")
     return dict(pool.labels)
 
 

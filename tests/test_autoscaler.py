@@ -77,7 +77,7 @@ def test_validate_refuses_hints_the_clouds_tags_cannot_hold(tmp_path):
     with pytest.raises(FleetError) as refused:
         compile_file(fleet)
     assert str(refused.value) == (
-        f"{fleet}:13: clusters[aws].pools[shared].labels: its autoscaler hints need 52 EKS tags (one per "
+        f"{fleet}:13: clusters[aws].pools[shared].labels: its autoscaler hints need 53 EKS tags (one per "
         "resource, label and taint), and 46 are free there (at most 50, 4 taken by the cloud and "
         "provisioner); give it fewer labels or taints"
     )

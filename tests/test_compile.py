@@ -8,7 +8,7 @@ import pytest
 
 from provisioner.compile import compile_file
 from provisioner.nvidia import DevicePluginConfig
-from provisioner.pools import GPU_TAINT, Taint
+from provisioner.pools import GPU_TAINT, POOL_NODE_LABEL, Taint
 
 
 def setup_of(pool_file, cloud: str, pool: str):
@@ -32,7 +32,8 @@ def test_aks_mig_is_the_gpu_instance_profile(pool_file):
         """,
     )
     assert setup.mig_setting == "MIG1g"
-    assert dict(setup.labels) == {"team": "ml"}  # AKS partitions itself: no operator label
+    # AKS partitions itself: no operator label
+    assert dict(setup.labels) == {"team": "ml", POOL_NODE_LABEL: "a100mig7"}
     assert setup.taints == (GPU_TAINT, Taint("dedicated", "ml", "NoSchedule"))
     assert (setup.resource, setup.slices_per_node, setup.memory_per_slice_gb) == ("nvidia.com/gpu", 7, 10)
     assert setup.device_plugin is None and setup.native_sharing is None
@@ -49,7 +50,7 @@ def test_aks_time_slicing_is_a_device_plugin_label(pool_file):
           nodes: {count: 2}
         """,
     )
-    assert setup.labels == {"nvidia.com/device-plugin.config": "time-sliced-10"}
+    assert setup.labels == {"nvidia.com/device-plugin.config": "time-sliced-10", POOL_NODE_LABEL: "t4shared"}
     assert setup.device_plugin == DevicePluginConfig("time-slicing", 10)
     assert (setup.mig_setting, setup.native_sharing) == (None, None)
     assert setup.resource == "nvidia.com/gpu.shared"
@@ -71,7 +72,9 @@ def test_gke_mig_and_sharing_are_pool_fields(pool_file):
     assert setup.mig_setting == "1g.5gb"
     assert (setup.native_sharing.strategy, setup.native_sharing.clients_per_gpu) == ("TIME_SHARING", 3)
     assert setup.device_plugin is None
-    assert setup.labels == {}  # GKE shares GPUs itself: no device-plugin label
+    assert setup.labels == {
+        POOL_NODE_LABEL: "a100-mig-shared"
+    }  # GKE shares GPUs itself: no device-plugin label
     assert setup.instance_type.accelerator == "nvidia-tesla-a100"
     assert setup.slices_per_gpu == 21  # FACTS: 7 partitions x 3 clients
     assert setup.slices_per_node == 42
@@ -120,7 +123,7 @@ def test_eks_mig_is_the_mig_manager_label(pool_file):
           nodes: {count: 1}
         """,
     )
-    assert setup.labels == {"nvidia.com/mig.config": "all-1g.5gb"}
+    assert setup.labels == {"nvidia.com/mig.config": "all-1g.5gb", POOL_NODE_LABEL: "p4d-mig"}
     assert setup.mig_setting is None
     assert (setup.slices_per_node, setup.memory_per_slice_gb) == (56, 5)
 
@@ -139,6 +142,7 @@ def test_eks_mig_with_time_slicing_takes_both_labels(pool_file):
     assert setup.labels == {
         "nvidia.com/mig.config": "all-2g.20gb",
         "nvidia.com/device-plugin.config": "time-sliced-2",
+        POOL_NODE_LABEL: "p5",
     }
     assert setup.slices_per_node == 8 * 3 * 2
 
@@ -156,7 +160,7 @@ def test_mps_through_the_device_plugin(pool_file, cloud):
           nodes: {{count: 1}}
         """,
     )
-    assert setup.labels == {"nvidia.com/device-plugin.config": "mps-4"}
+    assert setup.labels == {"nvidia.com/device-plugin.config": "mps-4", POOL_NODE_LABEL: "mps4"}
     assert setup.device_plugin == DevicePluginConfig("mps", 4)
     assert (setup.resource, setup.slices_per_node) == ("nvidia.com/gpu.shared", 4)
 
@@ -173,7 +177,8 @@ def test_exclusive_pool_gets_the_gpu_taint_and_whole_gpus(pool_file):
         """,
     )
     assert setup.taints == (GPU_TAINT,)  # the user's copy of the GPU taint is not doubled
-    assert (setup.slices_per_node, setup.memory_per_slice_gb, setup.labels) == (8, 24, {})
+    assert (setup.slices_per_node, setup.memory_per_slice_gb) == (8, 24)
+    assert setup.labels == {POOL_NODE_LABEL: "g5"}  # the fleet pool's name, on every pool
 
 
 def test_cluster_lists_each_distinct_device_plugin_config_once(pool_file):

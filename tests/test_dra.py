@@ -171,7 +171,7 @@ def test_each_cloud_switches_its_device_plugin_off_and_sync_reads_the_pool_back_
     for (cluster, name), labels in expected_labels.items():
         compiled = pools[cluster][name]
         state = desired_state(compiled)
-        assert state.label_map == labels, (cluster, name)
+        assert state.label_map == {**labels, "provisioner.io/pool": name}, (cluster, name)
         assert "nvidia.com/device-plugin.config" not in state.label_map  # no device-plugin config
         offers = capacity(compiled.cloud.key, state)
         assert offers.allocation_mode == "dra"
@@ -301,8 +301,8 @@ def test_an_ack_pool_switched_to_dra_is_an_update_of_its_scheduling_label(fleet_
     [labels] = change.fields
     assert (labels.field, labels.before, labels.after) == (
         "labels",
-        {"ack.node.gpu.schedule": "default"},
-        {"ack.node.gpu.schedule": "disabled"},
+        {"ack.node.gpu.schedule": "default", "provisioner.io/pool": "p"},
+        {"ack.node.gpu.schedule": "disabled", "provisioner.io/pool": "p"},
     )
 
 

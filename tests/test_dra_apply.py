@@ -51,9 +51,15 @@ def test_switching_a_pool_to_dra_plans_per_cloud_and_converges(world: World):
         "after": False,
         "forces_replacement": True,
     }
-    assert gke["labels"]["after"] == {"gke-no-default-nvidia-gpu-device-plugin": "true"}
+    assert gke["labels"]["after"] == {
+        "gke-no-default-nvidia-gpu-device-plugin": "true",
+        "provisioner.io/pool": "spare",
+    }
     aks = {f["field"]: f for f in changes[("azure", "spare")]["fields"]}
-    assert aks["labels"]["after"] == {"nvidia.com/gpu.deploy.device-plugin": "false"}
+    assert aks["labels"]["after"] == {
+        "nvidia.com/gpu.deploy.device-plugin": "false",
+        "provisioner.io/pool": "spare",
+    }
     assert not aks["labels"]["forces_replacement"]
 
     applied = world.run("apply", str(world.fleet), "--auto-approve")

@@ -560,3 +560,41 @@ def test_the_catalog_records_the_adoption_and_drift_stops_calling_the_pool_unown
         assert rows["l4-ts"]["adopted_at"] == adopted_at
     finally:
         clouds.sandbox.stop()
+
+
+def test_a_pool_caught_between_two_generations_is_one_entry_read_from_the_newest(pool_file):
+    """Two cloud pools of one fleet pool (a create-first replacement's, as the drivers list them:
+    generation 2 named as the cloud names it, with its fleet pool's name): one entry, the fleet's."""
+    from provisioner.generations import cloud_name
+    from provisioner.importing import import_pools
+    from provisioner.observe import Observation
+
+    def state(pools: str, **changed: object) -> PoolState:
+        [cluster] = compile_file(pool_file("gke", pools)).clusters
+        return dataclasses.replace(desired_state(cluster.pools[0]), owned=False, **changed)
+
+    old = state("- {name: l4, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 2}, nodes: {count: 3}}")
+    [cluster] = compile_file(pool_file("gke", "[]")).clusters
+    name = cloud_name("l4", 2, cluster.cloud)
+    new = state(
+        "- {name: l4, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 4}, nodes: {count: 3}}",
+        name=name,
+        fleet_name="l4",
+        generation=2,
+    )
+    assert name == "l4-g2"
+    result = import_pools([cluster], [Observation(cluster.target, (old, new))])
+    assert result.errors == []
+    assert [(i.pool, i.entry) for i in result.imported] == [
+        (
+            "l4",
+            {
+                "name": "l4",
+                "instanceType": "g2-standard-8",
+                "gpu": {"sharing": "time-slicing", "replicas": 4},
+                "nodes": {"count": 3},
+                "adopt": True,
+            },
+        )
+    ]
+    assert result.imported[0].updates == ()  # its provisioner.io/pool label is the compiler's

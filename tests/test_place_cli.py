@@ -11,13 +11,14 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 from click.testing import CliRunner, Result
+from kubernetes import client, config
 from ruamel.yaml import YAML
 
 from provisioner.cli import main
 from provisioner.compile import compile_file
 from provisioner.drivers.registry import connect
 from provisioner.sandbox.server import Sandbox, SandboxSettings
-from tests.placements import ACK_POOL_IDS, catalog
+from tests.placements import catalog
 
 KUBERNETES_VERSION = "1.31"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
@@ -48,7 +49,7 @@ def test_the_default_output_says_where_why_and_the_fragment(url: str):
         "  limits:",
         "    nvidia.com/gpu: 1",
         "nodeSelector:",
-        "  cloud.google.com/gke-nodepool: a100-mig",
+        "  provisioner.io/pool: a100-mig",
         "  cloud.google.com/gke-gpu-partition-size: 1g.5gb",
         "tolerations:",
         "- key: nvidia.com/gpu",
@@ -89,7 +90,7 @@ def test_json_is_the_contract(url: str):
         "slice": {"memory_gb": 6.0, "unit": "slice"},
         "resources": {"limits": {"nvidia.com/gpu": 1}},
         "nodeSelector": {
-            "cloud.google.com/gke-nodepool": "l4-mps",
+            "provisioner.io/pool": "l4-mps",
             "cloud.google.com/gke-gpu-sharing-strategy": "mps",
             "cloud.google.com/gke-max-shared-clients-per-gpu": "4",
         },
@@ -218,7 +219,7 @@ def test_a_manifest_gets_the_fragment_in_every_pod_template(url: str, tmp_path: 
     pod_spec = deployment["spec"]["template"]["spec"]
     assert pod_spec["nodeSelector"] == {
         "kubernetes.io/os": "linux",
-        "cloud.google.com/gke-nodepool": "l4-mps",
+        "provisioner.io/pool": "l4-mps",
         "cloud.google.com/gke-gpu-sharing-strategy": "mps",
         "cloud.google.com/gke-max-shared-clients-per-gpu": "4",
     }
@@ -257,9 +258,7 @@ def test_container_names_the_one_that_gets_the_limit(url: str, tmp_path: Path):
     kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
     # train's own nvidia.com/gpu is replaced by the ACK pool's resource; eval is left alone
     assert _containers(job) == {"train": {"limits": {"aliyun.com/gpu-mem": 3}}, "eval": {}}
-    assert job["spec"]["template"]["spec"]["nodeSelector"] == {
-        "alibabacloud.com/nodepool-id": ACK_POOL_IDS["edge-t4"]
-    }
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"provisioner.io/pool": "edge-t4"}
 
 
 def test_a_manifest_on_stdin(url: str):
@@ -269,7 +268,7 @@ def test_a_manifest_on_stdin(url: str):
     (document,) = _documents(result.stdout)
     kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
     assert _containers(document) == {"jupyter": {"limits": {"nvidia.com/gpu": 2}}}
-    assert document["spec"]["nodeSelector"] == {"eks.amazonaws.com/nodegroup": "a10g-x4"}
+    assert document["spec"]["nodeSelector"] == {"provisioner.io/pool": "a10g-x4"}
 
 
 @pytest.mark.parametrize(
@@ -283,9 +282,17 @@ def test_a_manifest_on_stdin(url: str):
         (
             [],
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  nodeSelector:\n"
-            "    cloud.google.com/gke-nodepool: other\n  containers:\n  - {name: c, image: busybox}\n",
-            "error: app.yaml:4: Pod p: nodeSelector cloud.google.com/gke-nodepool is 'other', "
+            "    provisioner.io/pool: other\n  containers:\n  - {name: c, image: busybox}\n",
+            "error: app.yaml:4: Pod p: nodeSelector provisioner.io/pool is 'other', "
             "but the chosen pool needs 'a100-mig'\n",
+        ),
+        (
+            [],
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  nodeSelector:\n"
+            "    cloud.google.com/gke-nodepool: other\n  containers:\n  - {name: c, image: busybox}\n",
+            "error: app.yaml:4: Pod p: nodeSelector cloud.google.com/gke-nodepool is 'other', another pool "
+            "than the chosen 'a100-mig'; remove it (place selects the pool by provisioner.io/pool, across "
+            "its generations)\n",
         ),
         (
             [],
@@ -316,6 +323,27 @@ def test_manifests_that_cannot_take_the_fragment(  # noqa: PLR0917 (pytest passe
     assert result.exit_code == 1
     assert result.stderr.startswith(message)
     assert result.stdout == ""
+
+
+def test_a_manifest_an_earlier_place_pinned_to_the_cloud_pool_follows_the_fleet_pool(
+    url: str, tmp_path: Path
+):
+    # An earlier place selected the cloud's pool label, which names one generation of the pool.
+    manifest = tmp_path / "app.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  nodeSelector:\n"
+        "    kubernetes.io/os: linux\n    cloud.google.com/gke-nodepool: a100-mig\n"
+        "  containers:\n  - {name: c, image: busybox}\n",
+        encoding="utf-8",
+    )
+    result = run(url, "--mig", "1g.5gb", "--cloud", "gke", "--manifest", str(manifest))
+    assert result.exit_code == 0, result.output
+    (pod,) = _documents(result.stdout)
+    assert pod["spec"]["nodeSelector"] == {
+        "kubernetes.io/os": "linux",
+        "provisioner.io/pool": "a100-mig",
+        "cloud.google.com/gke-gpu-partition-size": "1g.5gb",
+    }
 
 
 def test_an_unreadable_manifest(url: str, tmp_path: Path):
@@ -589,7 +617,7 @@ clusters:
       - name: a10-cgpu
         instanceType: ecs.gn7i-c8g1.2xlarge
         gpu: {{sharing: memory, isolation: memory}}
-        nodes: {{min: 0, max: 2}}
+        nodes: {{min: 1, max: 2}}
   - name: gcp
     cloud: gke
     project: project-{suffix}
@@ -602,7 +630,8 @@ clusters:
 
 
 def test_end_to_end_apply_sync_place(tmp_path: Path):
-    """The pool IDs and labels a real sync records are the ones `place` selects."""
+    """The selector `place` writes from what a real sync recorded selects the pool's nodes: by the
+    fleet pool's label on ACK too, where the cloud's own label holds the pool's ID."""
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(ACK_AND_GKE.format(suffix=uuid.uuid4().hex[:4]), encoding="utf-8")
     compiled = compile_file(fleet)
@@ -625,12 +654,17 @@ def test_end_to_end_apply_sync_place(tmp_path: Path):
         pool_id = {p.name: p.cloud_id for p in connect("ack", sandbox.directory).list_pools(ack)}["a10-cgpu"]
         placed = cli("place", "--gpu-memory", "3GiB", "--cloud", "ack", "--json")
         assert placed.exit_code == 0, placed.output
-        assert json.loads(placed.stdout)["nodeSelector"] == {"alibabacloud.com/nodepool-id": pool_id}
+        selector = json.loads(placed.stdout)["nodeSelector"]
+        assert selector == {"provisioner.io/pool": "a10-cgpu"}
+        kube = client.CoreV1Api(config.new_client_from_config(str(sandbox.kubeconfig), context="ali"))
+        selected = kube.list_node(label_selector=",".join(f"{k}={v}" for k, v in selector.items())).items
+        by_id = kube.list_node(label_selector=f"alibabacloud.com/nodepool-id={pool_id}").items
+        assert sorted(n.metadata.name for n in selected) == sorted(n.metadata.name for n in by_id) != []
         assert json.loads(placed.stdout)["resources"] == {"limits": {"aliyun.com/gpu-mem": 3}}
         placed = cli("place", "--gpu-memory", "6GB", "--cloud", "gke", "--json")
         assert placed.exit_code == 0, placed.output
         assert json.loads(placed.stdout)["nodeSelector"] == {
-            "cloud.google.com/gke-nodepool": "l4-mps",
+            "provisioner.io/pool": "l4-mps",
             "cloud.google.com/gke-gpu-sharing-strategy": "mps",
             "cloud.google.com/gke-max-shared-clients-per-gpu": "4",
         }

@@ -123,14 +123,14 @@ EVERY_DRA_CASE = {
         "l4-dra",
         {"name": "gpu", "resourceClaimTemplateName": "l4-dra-gpus-2"},
         _template("l4-dra-gpus-2", {"deviceClassName": "gpu.nvidia.com", "count": 2}),
-        {"cloud.google.com/gke-nodepool": "l4-dra"},
+        {"provisioner.io/pool": "l4-dra"},
     ),
-    "a whole GPU on ACK, by its pool ID": (
+    "a whole GPU on ACK, by its fleet name (not its pool ID)": (
         Request(gpu_memory="20GB", cloud="ack"),
         "a10-dra",
         {"name": "gpu", "resourceClaimTemplateName": "a10-dra-gpus-1"},
         _template("a10-dra-gpus-1", {"deviceClassName": "gpu.nvidia.com", "count": 1}),
-        {"alibabacloud.com/nodepool-id": ACK_POOL_ID},
+        {"provisioner.io/pool": "a10-dra"},
     ),
     "a MIG profile on AKS": (
         Request(mig="1g.10gb", cloud="aks"),
@@ -140,7 +140,7 @@ EVERY_DRA_CASE = {
             "a100dra-mig-1g.10gb",
             {"deviceClassName": "mig.nvidia.com", "selectors": _profile("1g.10gb"), "count": 1},
         ),
-        {"kubernetes.azure.com/agentpool": "a100dra"},
+        {"provisioner.io/pool": "a100dra"},
     ),
     "a MIG profile on EKS": (
         Request(mig="2g.20gb", cloud="eks"),
@@ -150,7 +150,7 @@ EVERY_DRA_CASE = {
             "p4de-dra-mig-2g.20gb",
             {"deviceClassName": "mig.nvidia.com", "selectors": _profile("2g.20gb"), "count": 1},
         ),
-        {"eks.amazonaws.com/nodegroup": "p4de-dra"},
+        {"provisioner.io/pool": "p4de-dra"},
     ),
     "a time-sliced share on AKS": (
         Request(gpu_memory="4GB", cloud="aks"),
@@ -162,7 +162,7 @@ EVERY_DRA_CASE = {
             "GpuConfig",
             {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}},
         ),
-        {"kubernetes.azure.com/agentpool": "t4drats"},
+        {"provisioner.io/pool": "t4drats"},
     ),
     "an MPS share of a MIG device on EKS": (
         Request(mig="1g.10gb", isolation="compute", cluster="aws-mps"),
@@ -174,7 +174,7 @@ EVERY_DRA_CASE = {
             "MigDeviceConfig",
             {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}},
         ),
-        {"eks.amazonaws.com/nodegroup": "p4de-mig-mps"},
+        {"provisioner.io/pool": "p4de-mig-mps"},
     ),
 }
 
@@ -283,7 +283,7 @@ def test_the_text_output_is_the_claim_then_the_fragment_and_says_what_each_is(st
     assert fragment == {
         "resources": {"claims": [{"name": "gpu"}]},
         "resourceClaims": [{"name": "gpu", "resourceClaimName": "t4drats-share-0"}],
-        "nodeSelector": {"kubernetes.azure.com/agentpool": "t4drats"},
+        "nodeSelector": {"provisioner.io/pool": "t4drats"},
         "tolerations": [GPU_TOLERATION],
     }
 

@@ -50,7 +50,7 @@ EVERY_CLOUD_AND_MODE = {
             "isolation": "hardware",
             "slice": {"memory_gb": 10.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu": 1}},
-            "nodeSelector": {"kubernetes.azure.com/agentpool": "a100mig7"},
+            "nodeSelector": {"provisioner.io/pool": "a100mig7"},
             "tolerations": [
                 {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
                 GPU_TAINT,
@@ -72,7 +72,7 @@ EVERY_CLOUD_AND_MODE = {
             "isolation": "none",
             "slice": {"memory_gb": 5.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu.shared": 1}},
-            "nodeSelector": {"kubernetes.azure.com/agentpool": "a100migts"},
+            "nodeSelector": {"provisioner.io/pool": "a100migts"},
             "tolerations": [GPU_TAINT],
         },
     ),
@@ -85,7 +85,7 @@ EVERY_CLOUD_AND_MODE = {
             "isolation": "none",
             "slice": {"memory_gb": 4.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu.shared": 1}},
-            "nodeSelector": {"kubernetes.azure.com/agentpool": "t4ts"},
+            "nodeSelector": {"provisioner.io/pool": "t4ts"},
             "tolerations": [GPU_TAINT],
         },
     ),
@@ -98,7 +98,7 @@ EVERY_CLOUD_AND_MODE = {
             "isolation": "compute",
             "slice": {"memory_gb": 4.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu.shared": 1}},
-            "nodeSelector": {"kubernetes.azure.com/agentpool": "t4mps"},
+            "nodeSelector": {"provisioner.io/pool": "t4mps"},
             "tolerations": [GPU_TAINT],
         },
     ),
@@ -111,7 +111,7 @@ EVERY_CLOUD_AND_MODE = {
             "isolation": "hardware",
             "slice": {"memory_gb": 80.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu": 2}},
-            "nodeSelector": {"kubernetes.azure.com/agentpool": "a100x2"},
+            "nodeSelector": {"provisioner.io/pool": "a100x2"},
             "tolerations": [GPU_TAINT],
         },
     ),
@@ -125,7 +125,7 @@ EVERY_CLOUD_AND_MODE = {
             "slice": {"memory_gb": 5.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu": 1}},
             "nodeSelector": {
-                "cloud.google.com/gke-nodepool": "a100-mig",
+                "provisioner.io/pool": "a100-mig",
                 "cloud.google.com/gke-gpu-partition-size": "1g.5gb",
             },
             "tolerations": [GPU_TAINT],
@@ -141,7 +141,7 @@ EVERY_CLOUD_AND_MODE = {
             "slice": {"memory_gb": 6.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu": 1}},
             "nodeSelector": {
-                "cloud.google.com/gke-nodepool": "l4-ts",
+                "provisioner.io/pool": "l4-ts",
                 "cloud.google.com/gke-gpu-sharing-strategy": "time-sharing",
                 "cloud.google.com/gke-max-shared-clients-per-gpu": "4",
             },
@@ -158,7 +158,7 @@ EVERY_CLOUD_AND_MODE = {
             "slice": {"memory_gb": 6.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu": 1}},
             "nodeSelector": {
-                "cloud.google.com/gke-nodepool": "l4-mps",
+                "provisioner.io/pool": "l4-mps",
                 "cloud.google.com/gke-gpu-sharing-strategy": "mps",
                 "cloud.google.com/gke-max-shared-clients-per-gpu": "4",
             },
@@ -176,7 +176,7 @@ EVERY_CLOUD_AND_MODE = {
             "slice": {"memory_gb": 5.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu": 1}},
             "nodeSelector": {
-                "cloud.google.com/gke-nodepool": "a100-mig-mps",
+                "provisioner.io/pool": "a100-mig-mps",
                 "cloud.google.com/gke-gpu-partition-size": "2g.10gb",
                 "cloud.google.com/gke-gpu-sharing-strategy": "mps",
                 "cloud.google.com/gke-max-shared-clients-per-gpu": "2",
@@ -194,7 +194,7 @@ EVERY_CLOUD_AND_MODE = {
             "isolation": "hardware",
             "slice": {"memory_gb": 5.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu": 1}},
-            "nodeSelector": {"eks.amazonaws.com/nodegroup": "p4d-mig"},
+            "nodeSelector": {"provisioner.io/pool": "p4d-mig"},
             "tolerations": [GPU_TAINT],
         },
     ),
@@ -207,7 +207,7 @@ EVERY_CLOUD_AND_MODE = {
             "isolation": "none",
             "slice": {"memory_gb": 3.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu.shared": 1}},
-            "nodeSelector": {"eks.amazonaws.com/nodegroup": "ts-a"},
+            "nodeSelector": {"provisioner.io/pool": "ts-a"},
             "tolerations": [GPU_TAINT],
         },
     ),
@@ -220,7 +220,7 @@ EVERY_CLOUD_AND_MODE = {
             "isolation": "hardware",
             "slice": {"memory_gb": 24.0, "unit": "slice"},
             "resources": {"limits": {"nvidia.com/gpu": 4}},
-            "nodeSelector": {"eks.amazonaws.com/nodegroup": "a10g-x4"},
+            "nodeSelector": {"provisioner.io/pool": "a10g-x4"},
             "tolerations": [GPU_TAINT],
         },
     ),
@@ -233,7 +233,7 @@ EVERY_CLOUD_AND_MODE = {
             "isolation": "memory",
             "slice": {"memory_gb": 3.22, "unit": "GiB"},
             "resources": {"limits": {"aliyun.com/gpu-mem": 3}},
-            "nodeSelector": {"alibabacloud.com/nodepool-id": ACK_POOL_IDS["a10-cgpu"]},
+            "nodeSelector": {"provisioner.io/pool": "a10-cgpu"},
             "tolerations": [GPU_TAINT],
         },
     ),
@@ -247,7 +247,7 @@ EVERY_CLOUD_AND_MODE = {
             "slice": {"memory_gb": 5.37, "unit": "GiB"},
             # 5 GB is 4.66 GiB: 5 whole GiB, and the same share of the GPU's compute (5/22 -> 23%)
             "resources": {"limits": {"aliyun.com/gpu-mem": 5, "aliyun.com/gpu-core.percentage": 23}},
-            "nodeSelector": {"alibabacloud.com/nodepool-id": ACK_POOL_IDS["a10-coremem"]},
+            "nodeSelector": {"provisioner.io/pool": "a10-coremem"},
             "tolerations": [GPU_TAINT],
         },
     ),
@@ -260,7 +260,7 @@ EVERY_CLOUD_AND_MODE = {
             "isolation": "none",
             "slice": {"memory_gb": 4.29, "unit": "GiB"},
             "resources": {"limits": {"aliyun.com/gpu-mem": 4}},
-            "nodeSelector": {"alibabacloud.com/nodepool-id": ACK_POOL_IDS["edge-t4"]},
+            "nodeSelector": {"provisioner.io/pool": "edge-t4"},
             "tolerations": [GPU_TAINT],
         },
     ),
@@ -492,9 +492,34 @@ def test_every_cloud_says_how_pods_land_on_its_pools():
     labels = {
         key: cloud.pool_label.key for key, cloud in clouds.items() if cloud.placement and cloud.pool_label
     }
-    assert labels == {
+    assert labels == {  # how verify and inspect find a pool's nodes that lack provisioner.io/pool
         "aks": "kubernetes.azure.com/agentpool",
         "gke": "cloud.google.com/gke-nodepool",
         "eks": "eks.amazonaws.com/nodegroup",
         "ack": "alibabacloud.com/nodepool-id",
     }
+
+
+@pytest.mark.parametrize("cloud", ["aks", "gke", "eks", "ack"])
+def test_the_pod_selects_the_fleet_pool_on_every_cloud(store: Store, cloud: str):
+    from provisioner import hardware
+
+    chosen = place(store, Request(gpu_memory="1GiB", cloud=cloud))
+    # The fleet pool's name, which every generation of it carries: never the cloud's pool label,
+    # which names one cloud pool (on ACK its ID), so a pod evicted by a replacement lands again.
+    assert next(iter(chosen.node_selector.items())) == ("provisioner.io/pool", chosen.pool)
+    assert hardware.load().clouds[cloud].pool_label.key not in chosen.node_selector
+    assert not set(chosen.node_selector.values()) & set(ACK_POOL_IDS.values())
+
+
+def test_an_ack_pool_is_placeable_without_its_pool_id(tmp_path: Path):
+    store = Store(f"sqlite:///{tmp_path / 'catalog.db'}")
+    store.migrate()
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET, encoding="utf-8")
+    cluster = compile_file(fleet).cluster("ali")
+    assert cluster is not None
+    pools = [ObservedPool(desired_state(p), capacity("ack", desired_state(p))) for p in cluster.pools]
+    store.record_cluster(ClusterIdentity("ali", "ack", "a", "l", "ali"), pools, [], datetime.now(UTC))
+    chosen = place(store, Request(gpu_memory="1GiB", pool="a10-cgpu"))
+    assert chosen.node_selector == {"provisioner.io/pool": "a10-cgpu"}  # no "sync again" for its ID

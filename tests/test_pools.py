@@ -6,7 +6,15 @@ import pytest
 
 from provisioner import hardware
 from provisioner.compile import compile_file, desired_state
-from provisioner.pools import GPU_TAINT, POOL_FIELDS, NativeSharing, PoolState, Scaling, Taint
+from provisioner.pools import (
+    GPU_TAINT,
+    POOL_FIELDS,
+    POOL_NODE_LABEL,
+    NativeSharing,
+    PoolState,
+    Scaling,
+    Taint,
+)
 
 
 def desired(pool_file, cloud, pools):
@@ -36,7 +44,7 @@ def test_desired_state_of_a_gke_mig_shared_pool(pool_file):
         spot=True,
         disk_size_gb=None,
         scaling=Scaling(0, 4, autoscaling=True),
-        labels=(("team", "ml"),),
+        labels=(("team", "ml"), (POOL_NODE_LABEL, "a100")),
         taints=(GPU_TAINT,),
     )
 
@@ -52,7 +60,7 @@ def test_desired_state_of_an_eks_time_sliced_pool_carries_the_labels(pool_file):
           nodes: {count: 2}
         """,
     )
-    assert state.label_map == {"nvidia.com/device-plugin.config": "time-sliced-10"}
+    assert state.label_map == {"nvidia.com/device-plugin.config": "time-sliced-10", POOL_NODE_LABEL: "g5"}
     assert (state.sharing, state.mig_setting, state.scaling) == (None, None, Scaling.fixed(2))
 
 

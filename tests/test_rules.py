@@ -384,6 +384,35 @@ CASES = {
             "nvidia.com/device-plugin.config is set by provisioner from gpu.sharing; remove it from labels"
         ],
     ),
+    "the fleet pool's and its generation's labels": (
+        "gke",
+        """\
+        - name: l4
+          instanceType: g2-standard-8
+          nodes: {count: 1}
+          labels: {provisioner.io/pool: other, provisioner.io/generation: "2"}
+        """,
+        [
+            '11: clusters[gcp-ml].pools[l4].labels["provisioner.io/generation"]: '
+            "provisioner.io/generation marks which generation of its fleet pool a cloud pool is; "
+            "remove it from labels",
+            '11: clusters[gcp-ml].pools[l4].labels["provisioner.io/pool"]: '
+            "provisioner.io/pool is set by provisioner from name; remove it from labels",
+        ],
+    ),
+    "an eks pool name ending in a hyphen": (
+        "eks",
+        """\
+        - name: g5-
+          instanceType: g5.xlarge
+          nodes: {count: 1}
+        """,
+        [
+            "9: clusters[aws-ml].pools[g5-].name: 'g5-' cannot be the value of the node label "
+            "provisioner.io/pool, which names the pool on its nodes: letters, digits, '-', '_' and '.', "
+            "beginning and ending with a letter or digit"
+        ],
+    ),
     "gpu count where the machine fixes it": (
         "gke",
         """\

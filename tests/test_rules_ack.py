@@ -97,6 +97,22 @@ CASES = {
             "your own machines)"
         ],
     ),
+    "more labels than an ACK pool holds beside the tool's markers": (
+        f"- {{name: l, instanceType: {A10}, nodes: {{count: 1}}, labels: {{"
+        + ", ".join(f"team-{i}: ml" for i in range(17))
+        + "}}",
+        [
+            "8: clusters[ali-ml].pools[l].labels: 19 labels (2 set by provisioner); ACK allows at most 18",
+        ],
+    ),
+    "a pool name that is no label value": (
+        f"- {{name: 推理-gpu, instanceType: {A10}, nodes: {{count: 1}}}}",
+        [
+            "8: clusters[ali-ml].pools[推理-gpu].name: '推理-gpu' cannot be the value of the node label "
+            "provisioner.io/pool, which names the pool on its nodes: letters, digits, '-', '_' and '.', "
+            "beginning and ending with a letter or digit"
+        ],
+    ),
     "labels the tool sets": (
         f"- {{name: l, instanceType: {A10}, nodes: {{count: 1}}, "
         "labels: {ack.node.gpu.schedule: cgpu, provisioner.io/managed-by: me}}",
@@ -151,7 +167,7 @@ def test_the_issue_s_ack_fleet_compiles_to_cgpu_and_share_pools(fleet_file):
     )
     cloud_pool, edge, whole = compile_file(path).clusters[0].pools
     assert (dict(cloud_pool.setup.labels), cloud_pool.setup.resource) == (
-        {"ack.node.gpu.schedule": "cgpu"},
+        {"ack.node.gpu.schedule": "cgpu", "provisioner.io/pool": "a10-cgpu"},
         "aliyun.com/gpu-mem",
     )
     assert (cloud_pool.setup.slices_per_node, cloud_pool.setup.slice_unit, cloud_pool.setup.isolation) == (
@@ -164,10 +180,11 @@ def test_the_issue_s_ack_fleet_compiles_to_cgpu_and_share_pools(fleet_file):
         "ack.node.gpu.placement": "spread",
         "gpu.provisioner.io/model": "T4-16GB",
         "gpu.provisioner.io/count": "1",
+        "provisioner.io/pool": "edge-t4",
     }
     assert (edge.setup.slices_per_node, edge.setup.isolation, edge.setup.instance_type) == (15, "none", None)
     assert (dict(whole.setup.labels), whole.setup.resource, whole.setup.slices_per_node) == (
-        {"ack.node.gpu.schedule": "default"},
+        {"ack.node.gpu.schedule": "default", "provisioner.io/pool": "a10-whole"},
         "nvidia.com/gpu",
         2,
     )

@@ -1,11 +1,14 @@
 """`provisioner sync`: observe clusters, all at once, and write each into the catalog.
 
 A cluster that cannot be listed or written is recorded as failed (its rows kept) and the others
-go on; the run is always closed, as failed with its error if the sync itself crashed."""
+go on; the run is always closed, as failed with its error if the sync itself crashed. The catalog
+holds fleet pools: the generations of a pool replaced create-first, which run side by side until
+the old one is deleted, are one row under the fleet's name (`fleet_pools`)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import threading
 import time
@@ -22,8 +25,10 @@ from provisioner.catalog.store import Store, now
 from provisioner.clusters import ClusterRef, Target
 from provisioner.compile import CompiledCluster
 from provisioner.errors import CloudError, KubeUnreachable
+from provisioner.generations import group
 from provisioner.observe import Drivers, Observation, observe
 from provisioner.plan import cluster_changes
+from provisioner.pools import PoolState, Scaling
 from provisioner.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -128,11 +133,11 @@ def sync(
         if observation.error is not None:
             failed(who, str(observation.error), started)
             return
-        pools = [ObservedPool(p, capacity(cluster.cloud, p)) for p in observation.pools]
+        pools = [ObservedPool(p, capacity(cluster.cloud, p)) for p in fleet_pools(observation.pools)]
         if fleet_entry is None:  # discovered: its GPU pools only
             pools = [p for p in pools if p.capacity.gpu_model is not None]
         drift = drift_of(fleet_entry, observation) if fleet_entry is not None else []
-        allocation, unasked = _ask(kube, fleet_entry, pools)
+        allocation, unasked = _ask(kube, fleet_entry, pools, observation.pools)
         if unasked is not None:
             with lock:
                 report.allocation_stale[cluster.name] = unasked
@@ -173,6 +178,28 @@ def sync(
     return report
 
 
+def fleet_pools(listed: Sequence[PoolState]) -> list[PoolState]:
+    """A cluster's pools as the catalog holds them, one per fleet pool: a pool's generations (both
+    run during a create-first replacement) as one, with the newest's settings under the fleet's
+    name and the nodes of all (their bounds and their nodes now summed: pods of the pool land on
+    any of them, by its provisioner.io/pool label)."""
+    found = []
+    for name, generations in group(listed).items():
+        of, newest = generations.pools, generations.current
+        if len(of) == 1 and newest.name == name:
+            found.append(newest)
+            continue
+        scaling = Scaling(
+            sum(p.scaling.min for p in of),
+            sum(p.scaling.max for p in of),
+            autoscaling=any(p.scaling.autoscaling for p in of),
+        )
+        counted = [p.nodes for p in of if p.nodes is not None]
+        nodes = sum(counted) if counted else None
+        found.append(dataclasses.replace(newest, name=name, scaling=scaling, nodes=nodes))
+    return found
+
+
 def _counted(
     write: Callable[[Observation], None], each_done: Callable[[], None] | None
 ) -> Callable[[Observation], None]:
@@ -190,30 +217,35 @@ def _counted(
 
 
 def _ask(
-    kube: KubeAccess | None, entry: CompiledCluster | None, pools: Sequence[ObservedPool]
+    kube: KubeAccess | None,
+    entry: CompiledCluster | None,
+    pools: Sequence[ObservedPool],
+    listed: Sequence[PoolState],
 ) -> tuple[dict[str, Allocation] | None, str | None]:
     """The cluster's allocation, or None and why its Kubernetes API could not say (discovered
     clusters have no kubeconfig context the fleet names: they are not asked)."""
     if kube is None or entry is None:
         return None, None
     try:
-        return allocation_of(kube, entry, pools), None
+        return allocation_of(kube, entry, pools, listed), None
     except KubeUnreachable as error:
         return None, str(error)
 
 
 def allocation_of(
-    kube: KubeAccess, entry: CompiledCluster, pools: Sequence[ObservedPool]
+    kube: KubeAccess, entry: CompiledCluster, pools: Sequence[ObservedPool], listed: Sequence[PoolState]
 ) -> dict[str, Allocation]:
-    """Per pool: its nodes that advertise GPUs, and the slices they advertise and pods hold, in
-    the pool's own unit (the resource its capacity names: nvidia.com/gpu.shared, aliyun.com/gpu-mem,
-    a DRA pool's DeviceClass, its devices times the pods sharing each where it is shared)."""
+    """Per fleet pool (`pools`, of the cloud pools `listed`): its nodes that advertise GPUs, and the
+    slices they advertise and pods hold, in the pool's own unit (the resource its capacity names:
+    nvidia.com/gpu.shared, aliyun.com/gpu-mem, a DRA pool's DeviceClass, its devices times the pods
+    sharing each where it is shared). A node is its fleet pool's by its provisioner.io/pool label;
+    one without it, by its cloud's pool label, which names one generation (ACK: by its ID)."""
     from provisioner.kube.inspect import all_pool_label_keys, inspect_cluster, pool_allocation
 
-    ids = {p.state.cloud_id: p.state.name for p in pools if p.state.cloud_id}  # ACK labels nodes by ID
+    names = {p.name: p.pool_name for p in listed} | {p.cloud_id: p.pool_name for p in listed if p.cloud_id}
     dra = [p for p in pools if p.capacity.allocation_mode == "dra"]
     with kube.for_cluster(entry.cluster) as client:
-        uses = inspect_cluster(client, all_pool_label_keys(), ids, dra=bool(dra))
+        uses = inspect_cluster(client, all_pool_label_keys(), names, dra=bool(dra))
     shared = {p.state.name: p.capacity.replicas for p in dra if p.capacity.replicas}
     return pool_allocation(uses, {p.state.name: p.capacity.resource for p in pools}, shared)
 

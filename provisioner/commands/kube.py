@@ -182,11 +182,11 @@ class _Target:
         return self.access.for_cluster(self.cluster)
 
     def pool_names(self) -> dict[str, str]:
-        """Pool ID -> name, from the cloud's listing."""
+        """Pool ID -> fleet pool name, from the cloud's listing."""
         from provisioner.kube.verify import pool_ids
 
         assert self.drivers is not None
-        return {cloud_id: name for name, cloud_id in (pool_ids(self.cluster, self.drivers) or {}).items()}
+        return pool_ids(self.cluster, self.drivers) or {}
 
 
 def _inspect_one(target: _Target) -> tuple[list[NodeUse], tuple[str, str] | None]:

@@ -9,6 +9,10 @@ Devices of NVIDIA's DRA driver are counted from the cluster's ResourceSlices (th
 DeviceClass: gpu.nvidia.com for whole GPUs, mig.nvidia.com for MIG devices) and its allocated
 ResourceClaims (a device is allocated where a claim's allocation names it); the pods holding them
 are those the claims are reserved for.
+
+A node's pool is the fleet pool its provisioner.io/pool label names, so both generations of a
+pool being replaced are one pool here; a node without the label (a pool made before the tool set
+it) is named by its cloud's pool label.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from provisioner import hardware
 from provisioner.catalog.listing import Allocation
 from provisioner.kube.contexts import Kube, at_once
 from provisioner.kube.dra import Device, DeviceKey, device_class, published, reservations
+from provisioner.pools import POOL_NODE_LABEL
 
 # The extended resources GPU device plugins advertise: NVIDIA's (nvidia.com/gpu, the renamed
 # nvidia.com/gpu.shared, mixed-strategy nvidia.com/mig-<profile>) and ACK's cGPU
@@ -98,9 +103,13 @@ def pod_request(pod: Mapping[str, Any], resource: str) -> int | float:
 
 
 def node_pool(node: Mapping[str, Any], label_keys: Sequence[str], names: Mapping[str, str]) -> str:
-    """The pool a node belongs to, by the first pool label it carries; `names` maps a cloud's pool
-    IDs to fleet names (ACK labels nodes with the ID)."""
+    """The fleet pool a node belongs to: its provisioner.io/pool label, the same on every generation
+    of the pool; on a node without it (a pool made before the tool set it), the first cloud pool
+    label it carries, `names` mapping a cloud pool's ID or name to its fleet pool's (ACK labels
+    nodes with the ID)."""
     labels = node.get("metadata", {}).get("labels") or {}
+    if POOL_NODE_LABEL in labels:
+        return labels[POOL_NODE_LABEL]
     for key in label_keys:
         if key in labels:
             return names.get(labels[key], labels[key])

@@ -68,7 +68,7 @@ class _Counting(NamedTuple):
     """How a catalog pool's allocation is read: data only, so a helper process can read it too."""
 
     resource: str  # what its nodes advertise, or a DRA pool's DeviceClass
-    cloud_id: str | None  # where nodes carry the cloud's ID of their pool (ACK)
+    cloud_id: str | None  # for nodes without provisioner.io/pool that name their pool by ID (ACK)
     dra: bool
     dra_replicas: int | None  # a shared DRA pool's pods per device
 
@@ -81,7 +81,8 @@ def _counting(row: Mapping[str, Any]) -> _Counting:
 def _read(access: KubeAccess, target: tuple[str, Any, Mapping[str, _Counting]]) -> tuple[Any, str | None]:
     """One cluster's allocation per pool, or why its Kubernetes API could not say."""
     name, cluster, pools = target
-    ids = {p.cloud_id: pool for pool, p in pools.items() if p.cloud_id}  # ACK labels nodes by ID
+    # A node is its fleet pool's by provisioner.io/pool; one without it by its cloud's pool label.
+    ids = {p.cloud_id: pool for pool, p in pools.items() if p.cloud_id}  # ACK's holds the ID
     dra = any(p.dra for p in pools.values())
     try:
         with access.for_cluster(cluster) if cluster is not None else access.connect(name, name) as kube:

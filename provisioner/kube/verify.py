@@ -1,6 +1,8 @@
 """`verify`: do a pool's nodes really give what the compiler promised?
 
-Per pool, its nodes (found by the cloud's pool label, hardware/clouds.yaml `poolLabel`) must carry
+Per pool, its nodes (those whose provisioner.io/pool label names the fleet pool, of every
+generation, and those without it whose cloud pool label, hardware/clouds.yaml `poolLabel`, names
+the pool: pools made before the tool set it, whose missing label is then a problem) must carry
 the pool's labels and taints, MIG must have finished where the GPU Operator partitions
 (nvidia.com/mig.config.state=success), the device-plugin ConfigMap must hold the key each label
 names with the fleet's replicas, and each node must advertise `resource: slices_per_node` of the
@@ -30,7 +32,7 @@ from provisioner.compile import CompiledCluster, CompiledPool
 from provisioner.errors import CloudError, KubeUnreachable
 from provisioner.kube.contexts import Kube, KubeAccess, at_once, each_cluster
 from provisioner.kube.dra import Device, counted, names_gpu, published
-from provisioner.kube.inspect import gpu_resources, quantity
+from provisioner.kube.inspect import gpu_resources, node_pool, quantity
 from provisioner.nvidia import DEVICE_PLUGIN_LABEL, GPU_RESOURCE
 from provisioner.observe import Drivers
 from provisioner.render import CONFIG_MAP, NAMESPACE
@@ -117,12 +119,12 @@ def labels_pool_ids(cluster: Any) -> bool:
 
 
 def pool_ids(cluster: Any, drivers: Drivers) -> dict[str, str] | None:
-    """Pool name -> the cloud's ID of the pool, for a fleet cluster whose cloud labels nodes with
-    the ID (ACK); None where the label holds the name."""
+    """The cloud's ID of each pool -> the fleet pool it is a generation of, for a fleet cluster
+    whose cloud labels nodes with the ID (ACK); None where the label holds the name."""
     if not labels_pool_ids(cluster):
         return None
     pools = drivers(cluster.cloud).list_pools(cluster.ref)
-    return {p.name: p.cloud_id for p in pools if p.cloud_id}
+    return {p.cloud_id: p.pool_name for p in pools if p.cloud_id}
 
 
 @dataclass(frozen=True)
@@ -153,14 +155,17 @@ def judge_cluster(
     slices: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[PoolVerdict]:
     """Each pool of `compiled` as `nodes`, `config_map` and (with DRA pools) `slices` show it;
+    `pool_ids` the cloud's pool IDs -> fleet pool names, where nodes name their pool by ID (ACK);
     `slices` None on a cluster with DRA pools: it serves no resource.k8s.io/v1."""
     label = compiled.cloud.pool_label
     assert label is not None, f"{compiled.cloud.key} has no poolLabel in hardware/clouds.yaml"
     devices = published(slices, hardware.load().dra_driver.driver) if slices is not None else None
+    by_pool: dict[str, list[Mapping[str, Any]]] = {}
+    for node in nodes:
+        by_pool.setdefault(node_pool(node, (label.key,), pool_ids or {}), []).append(node)
     verdicts = []
     for pool in compiled.pools:
-        value = pool.pool.name if label.value == "name" else (pool_ids or {}).get(pool.pool.name)
-        mine = [n for n in nodes if value is not None and _labels(n).get(label.key) == value]
+        mine = by_pool.get(pool.pool.name, [])
         problems = _pool_problems(compiled, pool, config_map, devices) + [
             problem for node in mine for problem in _node_problems(compiled, pool, node, config_map, devices)
         ]

@@ -108,7 +108,7 @@ def test_the_page_shows_every_cluster_and_pool_a_chart_and_filters_without_javas
     assert drifted.count() == 1
     assert page.locator("#pools .flag.drift").count() == 1
     assert page.locator("#drift li").all_inner_texts() == [
-        'drift gcp/mig: changed (labels: fleet {}, cloud {"edited": "by-hand"})'
+        'drift gcp/mig: changed (labels: fleet {"provisioner.io/pool": "mig"}, cloud {"edited": "by-hand"})'
     ]
 
     screenshot = tmp_path / "catalog-page.png"

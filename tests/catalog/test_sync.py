@@ -135,7 +135,7 @@ def test_drift_is_recorded_and_printed(world: World):
     lines = world.run("catalog", "drift", "--cluster", "gcp").stdout.splitlines()
     assert lines == [
         "gcp/handmade: extra",
-        'gcp/mig: changed (labels: fleet {}, cloud {"edited": "by-hand"})',
+        'gcp/mig: changed (labels: fleet {"provisioner.io/pool": "mig"}, cloud {"edited": "by-hand"})',
         "gcp/shared: missing",
     ]
     for line in lines:

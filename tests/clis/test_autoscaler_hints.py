@@ -139,6 +139,7 @@ def test_apply_writes_the_hints_each_autoscaler_reads_and_keeps_them_in_step(ser
         f"{EKS}resources/nvidia.com/gpu.shared": "4",
         f"{EKS}resources/nvidia.com/gpu": "0",  # the time-sliced node advertises no whole GPU
         f"{EKS}label/nvidia.com/device-plugin.config": "time-sliced-4",
+        f"{EKS}label/provisioner.io/pool": "a10g-ts",  # the fleet pool's label, which pods select
         f"{EKS}taint/nvidia.com/gpu": "present:NoSchedule",
     }
     nodegroup, asg = eks_tags(served, "a10g-ts")
@@ -150,6 +151,7 @@ def test_apply_writes_the_hints_each_autoscaler_reads_and_keeps_them_in_step(ser
         f"{AKS}resources_nvidia.com_gpu.shared": "4",
         f"{AKS}resources_nvidia.com_gpu": "0",
         f"{AKS}label_nvidia.com_device-plugin.config": "time-sliced-4",
+        f"{AKS}label_provisioner.io_pool": "t4ts",
         f"{AKS}taint_nvidia.com_gpu": "present:NoSchedule",
     }
     assert hints(ack_tags(served, "a10-cgpu"), ACK) == {

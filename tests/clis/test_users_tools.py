@@ -185,9 +185,9 @@ def test_pools_made_with_the_seeds_commands_are_imported_adopted_and_catalogued(
     written = ok(served.provisioner("import", str(served.fleet), "--write"))
     for pool in ("gcp/a100-40-mig-1g5gb", "gcp/a100-40-frac-10", "aws/g5-ts-10"):
         assert (
-            f"{pool}: adopting it updates it in place: taint nvidia.com/gpu=present:NoSchedule added"
-            in written
-        )
+            f"{pool}: adopting it updates it in place: label provisioner.io/pool={pool.split('/')[1]} "
+            "added; taint nvidia.com/gpu=present:NoSchedule added"
+        ) in written
     entries = yaml.safe_load(served.fleet.read_text())["clusters"]
     by_name = {(c["name"], p["name"]): p for c in entries for p in c["pools"]}
     assert by_name[("gcp", "a100-40-frac-10")]["gpu"] == {"sharing": "time-slicing", "replicas": 10}
@@ -204,13 +204,14 @@ def test_pools_made_with_the_seeds_commands_are_imported_adopted_and_catalogued(
     }
     fields = {c["pool"]: [f["field"] for f in c["fields"]] for c in plan["changes"]}
     # GKE's autoscaler knows the pool's sharing; EKS's needs the hints for a pool at zero
-    assert fields == {
-        "a100-40-mig-1g5gb": ["taints"],
-        "a100-40-frac-10": ["taints"],
-        "g5-ts-10": ["taints", "autoscaler_hints"],
+    assert fields == {  # every pool the tool manages carries its fleet pool's label
+        "a100-40-mig-1g5gb": ["labels", "taints"],
+        "a100-40-frac-10": ["labels", "taints"],
+        "g5-ts-10": ["labels", "taints", "autoscaler_hints"],
     }
     assert (
-        "aws/g5-ts-10: adopting it updates it in place: taint nvidia.com/gpu=present:NoSchedule added; "
+        "aws/g5-ts-10: adopting it updates it in place: label provisioner.io/pool=g5-ts-10 added; "
+        "taint nvidia.com/gpu=present:NoSchedule added; "
         "autoscaler hints none -> nvidia.com/gpu=0, nvidia.com/gpu.shared=10" in written
     )
     ok(served.provisioner("apply", str(served.fleet), "--auto-approve"))
