@@ -132,12 +132,11 @@ class Rollout:
                 )
         except KubeUnreachable as error:
             raise RolloutStopped(f"{old} is left undrained: {error}") from None
-        if result.blocked:
-            pods = "; ".join(f"{pod.name}: {pod.reason}" for pod in result.blocked)
+        if not result.ok:
             raise RolloutStopped(
                 f"the drain of {old} did not finish within {self.settings.drain_timeout:g} s; {old} is left "
-                f"(its nodes cordoned) and still runs {pods}. Apply again once the budgets allow it, "
-                "or with --force-drain"
+                f"(its nodes cordoned) and still runs {result.problems()}. Apply again once the budgets "
+                "allow it, or with --force-drain"
             )
 
     def reconfigure(self, driver: Driver, cluster: ClusterRef, change: Change) -> None:
@@ -147,8 +146,13 @@ class Rollout:
         desired = change.desired
         assert desired is not None
         pool = self._pool(change)
-        labels = {key: desired.label_map.get(key) for key in change.node_by_node}
+        # A label the fleet drops is left to the cloud's update: each node's stack falls back to its default.
+        labels = {
+            key: value for key in change.node_by_node if (value := desired.label_map.get(key)) is not None
+        }
         shown = ", ".join(f"{k}={v}" for k, v in labels.items())
+        if not labels:
+            return
         if self.kube is None or self.compiled is None or pool is None:
             if self.settings.force_drain:
                 self.say(f"{desired.name}: {shown} set on every node at once by the cloud (--force-drain)")
@@ -160,9 +164,9 @@ class Rollout:
                 "node at once"
             )
         if MIG_CONFIG_LABEL in labels:
-            wait_for = drain.MigState()
+            wait_for = drain.WaitFor.mig_success()
         else:
-            wait_for = drain.Advertised(pool.setup.resource, pool.setup.slices_per_node)
+            wait_for = drain.WaitFor.allocatable(pool.setup.resource, pool.setup.slices_per_node)
         try:
             with self.kube.for_cluster(self.compiled.cluster) as kube:
                 nodes = self._node_names(driver, cluster, kube, desired.name)
@@ -175,13 +179,14 @@ class Rollout:
                     timeout=self.settings.node_timeout,
                     drain_timeout=self.settings.drain_timeout,
                     force=self.settings.force_drain,
+                    retry_seconds=self.settings.eviction_retry,
                     progress=self.say,
                 )
         except KubeUnreachable as error:
             raise RolloutStopped(f"{desired.name} not reconfigured: {error}") from None
-        failed = [o for o in outcomes if not o.ok]
+        failed = [o for o in outcomes if o.status == "failed"]
         if failed:
-            done = sum(o.ok for o in outcomes)
+            done = sum(o.status in ("reconfigured", "skipped") for o in outcomes)
             raise RolloutStopped(
                 f"{failed[0].node}: {failed[0].message}; {done} of {len(nodes)} nodes have {shown}, the "
                 f"others keep their old layout, and the pool's labels at the cloud are unchanged"
