@@ -81,7 +81,7 @@ class Served:
         return client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
 
     def workload(self) -> None:
-        core, apps, policy = self.kube()
+        _, apps, policy = self.kube()
         spec = {
             "containers": [
                 {"name": "m", "image": "busybox:1.36", "resources": {"limits": {"nvidia.com/gpu": 1}}}
