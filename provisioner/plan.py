@@ -431,11 +431,8 @@ def _keeps(have: Generations, order: ReplaceOrder) -> str:
     counted = all(p.nodes is not None for p in have.pools)
     now = f"its {nodes} node{'s' if nodes != 1 else ''}" if counted else "its nodes"
     if order == "delete-first":
-        return f"none: {now} go first, and the pool has no nodes until the new one's are ready"
-    return (
-        f"{now} until the new pool's nodes are ready and give their slices; then the old are "
-        "drained through the Eviction API (PodDisruptionBudgets honoured) and deleted"
-    )
+        return f"none: {now} go first, and it has no nodes until the new pool's are ready"
+    return f"{now}, until the new pool's nodes are ready"
 
 
 def _reconfigured_on_nodes(want: PoolState, have: PoolState) -> tuple[str, ...]:

@@ -173,14 +173,14 @@ def _rollout_lines(lines: Text, change: dict[str, Any]) -> None:
         )
     elif order == "create-first":
         lines.append(
-            f"      # create-first: creates {made}, waits for its nodes, drains {retires} through the "
-            "Eviction API, then deletes it\n",
+            f"      # create-first: creates {made} beside it, waits for its nodes to give their slices, "
+            f"drains {retires} through the Eviction API (PodDisruptionBudgets honoured), then deletes it\n",
             "cyan",
         )
     elif order == "delete-first":
         lines.append(f"      # delete-first: deletes {retires}, then creates it anew\n", "cyan")
     if change.get("keeps"):
-        lines.append(f"      # capacity meanwhile: {change['keeps']}\n", "cyan")
+        lines.append(f"      # keeps meanwhile: {change['keeps']}\n", "cyan")
     if change.get("rollout") == "node-by-node":
         labels = ", ".join(change["node_labels"])
         lines.append(

@@ -89,7 +89,7 @@ def test_a_forced_change_is_replaced_create_first_beside_the_old_pool_which_keep
     assert change.desired is not None and change.desired.nodes == 3  # started as large as the old
     assert change.steps == ("create", "ready", "drain", "retire")
     text = plan_text(_plan(plan)).plain
-    assert "create-first: creates gpua100poog2" in text and "its 3 nodes until" in text
+    assert "create-first: creates gpua100poog2" in text and "keeps meanwhile: its 3 nodes, until" in text
 
 
 def test_delete_first_deletes_then_creates_under_the_fleet_name_and_says_it_has_no_nodes(tmp_path: Path):

@@ -168,7 +168,7 @@ def test_a_replaced_pool_keeps_slices_and_its_pods_move_under_a_budget_of_one(fl
     shown = fleet.run("plan", str(fleet.path)).stdout
     assert f"create-first: creates {change['cloud_name']}" in shown
     counted = "its nodes" if fleet.cloud == "gke" else "its 2 nodes"  # GKE's listing gives no count
-    assert f"capacity meanwhile: {counted} until the new pool's nodes are ready" in shown
+    assert f"keeps meanwhile: {counted}, until the new pool's nodes are ready" in shown
 
     with Sampler(fleet) as sampled:
         done = fleet.run("apply", str(fleet.path), "--auto-approve", "--drain-timeout", "60")
