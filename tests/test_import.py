@@ -573,7 +573,9 @@ def test_a_pool_caught_between_two_generations_is_one_entry_read_from_the_newest
         [cluster] = compile_file(pool_file("gke", pools)).clusters
         return dataclasses.replace(desired_state(cluster.pools[0]), owned=False, **changed)
 
-    old = state("- {name: l4, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 2}, nodes: {count: 3}}")
+    old = state(
+        "- {name: l4, instanceType: g2-standard-8, gpu: {sharing: time-slicing, replicas: 2}, nodes: {count: 3}}"
+    )
     [cluster] = compile_file(pool_file("gke", "[]")).clusters
     name = cloud_name("l4", 2, cluster.cloud)
     new = state(
