@@ -231,13 +231,14 @@ class Applier:
             lambda message: self.reporter.change_progress(change, message),
         )
         steps: dict[str, Callable[[], object]] = {
-            "create": lambda: self._create(driver, cluster, change),
+            "create": lambda: self._create(driver, cluster, change, inside.sized(driver, cluster, change)),
             "update": lambda: driver.update_pool(cluster, change.desired),  # type: ignore[arg-type]
             "delete": lambda: self._delete(driver, cluster, change.retires or (change.pool,)),
             "adopt": lambda: driver.adopt_pool(cluster, change.pool),
             "ready": lambda: inside.wait_ready(driver, cluster, change),
             "drain": lambda: inside.drain(driver, cluster, change),
             "retire": lambda: self._delete(driver, cluster, change.retires),
+            "discard": lambda: self._delete(driver, cluster, change.discards),
             "reconfigure": lambda: inside.reconfigure(driver, cluster, change),
         }
         name = change.cluster
@@ -262,17 +263,17 @@ class Applier:
     def _change_retrying(self, change: Change) -> Callable[[CloudError, float], None]:
         return lambda error, delay: self.reporter.change_retrying(change, error, delay)
 
-    def _create(self, driver: Driver, cluster: ClusterRef, change: Change) -> None:
+    def _create(self, driver: Driver, cluster: ClusterRef, change: Change, desired: PoolState) -> None:
         """Create, or, where an earlier attempt's request did reach the cloud, wait for that pool."""
-        assert change.desired is not None
-        name = change.desired.name
+        name = desired.name
         try:
-            driver.create_pool(cluster, change.desired)
+            driver.create_pool(cluster, desired)
         except Unreachable:
             raise  # given up on already: looking for the pool would wait the outage out again
         except CloudError:
             existing = {p.name: p for p in driver.list_pools(cluster)}.get(name)
-            if existing is None or not existing.owned:
+            # Ours, and this fleet pool's: a cut generation name could be another's.
+            if existing is None or not existing.owned or existing.pool_name != change.pool:
                 raise
             wait_until(
                 lambda: True if self._ready(driver, cluster, name) else None,
@@ -282,8 +283,8 @@ class Applier:
             # The earlier attempt may have stopped after the pool was made, before what follows
             # in the same call (EKS: the autoscaler's tags): finish it in place.
             made = {p.name: p for p in driver.list_pools(cluster)}[name]
-            if change.desired.differences(made):
-                driver.update_pool(cluster, change.desired)
+            if desired.differences(made):
+                driver.update_pool(cluster, desired)
 
     @staticmethod
     def _delete(driver: Driver, cluster: ClusterRef, names: tuple[str, ...]) -> None:

@@ -61,6 +61,8 @@ class Change:
     # deleted after it (create-first), or deleted (delete).
     retires: tuple[str, ...] = ()
     resumes: bool = False  # the new generation exists already (an interrupted replacement)
+    # A failed newest generation, deleted before it is made again under its name (never a third pool).
+    discards: tuple[str, ...] = ()
     node_by_node: tuple[str, ...] = ()  # an update's NODE_RECONFIGURING_LABELS that change on live nodes
     keeps: str = ""  # the capacity the pool keeps while the change runs, in words
 
@@ -70,8 +72,8 @@ class Change:
         follow = self.then or self.action
         own = self.action.steps if self.then is not None else ()
         if follow is REPLACE and self.order == "create-first":
-            made = () if self.resumes else ("create",)
-            return own + made + ("ready", "drain", "retire")
+            made = (("update",) if self.fields else ()) if self.resumes else ("create",)
+            return own + (("discard",) if self.discards else ()) + made + ("ready", "drain", "retire")
         if follow is UPDATE and self.node_by_node:
             return (*own, "reconfigure", "update")
         return self.action.steps + (self.then.steps if self.then is not None else ())
@@ -105,6 +107,7 @@ class Change:
             **({"cloud_name": self.cloud_name} if self.cloud_name != self.pool else {}),
             **({"retires": list(self.retires)} if self.retires else {}),
             **({"resumes": True} if self.resumes else {}),
+            **({"discards": list(self.discards)} if self.discards else {}),
             **(
                 {"rollout": "node-by-node", "node_labels": list(self.node_by_node)}
                 if self.node_by_node
@@ -253,7 +256,7 @@ def cluster_changes(
     desired = {} if destroy else {p.pool.name: desired_state(p) for p in compiled.pools}
     compiled_pools = {p.pool.name: p for p in compiled.pools}
     observed = group(observation.pools)
-    taken = names_in_use(observation.pools, desired)
+    taken = set(names_in_use(observation.pools, desired))  # grows with each new generation's name
     changes: list[Change] = []
     conflicts: list[Conflict] = []
     for name, want in desired.items():
@@ -337,13 +340,26 @@ def _compare(
     *,
     cloud: CloudProfile,
     order: ReplaceOrder,
-    taken: frozenset[str],
+    taken: set[str],
 ) -> Change | None:
     """What brings `have`'s newest generation to `want`, and retires its older ones: an interrupted
     create-first replacement whose new pool is as wanted is finished, never begun again."""
     current = have.current
     mine = replace(want, name=current.name, fleet_name=current.fleet_name, generation=current.generation)
     older = tuple(p.name for p in have.older)
+    if current.status == "failed" and older:  # a new generation that failed: made again in its place
+        return Change(
+            cluster,
+            want.name,
+            REPLACE,
+            _all_fields(want),
+            replace(mine, nodes=_nodes(have.older)),
+            f"the new pool {current.name} failed: it is deleted and made again",
+            order="create-first",
+            retires=older,
+            discards=(current.name,),
+            keeps=_keeps(have.older, "create-first"),
+        )
     if current.status == "failed":
         failed = "its last operation failed"
         return _replacement(
@@ -369,12 +385,12 @@ def _compare(
             want.name,
             REPLACE,
             fields,
-            mine,
+            replace(mine, nodes=_nodes(have.older)),  # waited for as many nodes as the old still have
             reason=f"a create-first replacement is under way: {', '.join(older)} still to drain and delete",
             order="create-first",
             retires=older,
             resumes=True,
-            keeps=_keeps(have, "create-first"),
+            keeps=_keeps(have.older, "create-first"),
         )
     if not fields:
         return None
@@ -389,7 +405,7 @@ def _replacement(
     *,
     cloud: CloudProfile,
     order: ReplaceOrder,
-    taken: frozenset[str],
+    taken: set[str],
     fields: tuple[FieldChange, ...],
     reason: str,
 ) -> Change:
@@ -407,11 +423,11 @@ def _replacement(
             reason,
             order=order,
             retires=retired,
-            keeps=_keeps(have, order),
+            keeps=_keeps(have.pools, order),
         )
     generation, name = next_generation(have, cloud, taken)
-    running = sum(p.nodes or 0 for p in have.pools)
-    made = replace(want, name=name, fleet_name=want.name, generation=generation, nodes=running or None)
+    taken.add(name)
+    made = replace(want, name=name, fleet_name=want.name, generation=generation, nodes=_nodes(have.pools))
     return Change(
         cluster,
         want.name,
@@ -421,14 +437,19 @@ def _replacement(
         reason,
         order=order,
         retires=retired,
-        keeps=_keeps(have, order),
+        keeps=_keeps(have.pools, order),
     )
 
 
-def _keeps(have: Generations, order: ReplaceOrder) -> str:
+def _nodes(pools: Sequence[PoolState]) -> int | None:
+    """The nodes `pools` have now, where their cloud says (GKE does not: apply counts them then)."""
+    return sum(p.nodes or 0 for p in pools) or None
+
+
+def _keeps(pools: Sequence[PoolState], order: ReplaceOrder) -> str:
     """What the pool keeps while it is replaced, in words the plan shows before the user says yes."""
-    nodes = sum(p.nodes or 0 for p in have.pools)
-    counted = all(p.nodes is not None for p in have.pools)
+    nodes = sum(p.nodes or 0 for p in pools)
+    counted = all(p.nodes is not None for p in pools)
     now = f"its {nodes} node{'s' if nodes != 1 else ''}" if counted else "its nodes"
     if order == "delete-first":
         return f"none: {now} go first, and it has no nodes until the new pool's are ready"
@@ -439,8 +460,9 @@ def _reconfigured_on_nodes(want: PoolState, have: PoolState) -> tuple[str, ...]:
     """The node-reconfiguring labels an update changes on a pool that has (or may have) nodes."""
     if have.nodes == 0:
         return ()
+    # A label the fleet drops is the cloud's to remove: each node's stack falls back to its default.
     wanted, had = want.label_map, have.label_map
-    return tuple(key for key in NODE_RECONFIGURING_LABELS if wanted.get(key) != had.get(key))
+    return tuple(key for key in NODE_RECONFIGURING_LABELS if key in wanted and wanted[key] != had.get(key))
 
 
 def _fields(want: PoolState, have: PoolState, in_place: frozenset[str]) -> tuple[FieldChange, ...]:

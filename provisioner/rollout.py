@@ -15,7 +15,7 @@ deleted that still holds pods unless --force-drain said so.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from provisioner.clusters import ClusterRef
@@ -26,6 +26,7 @@ from provisioner.hardware import PollSchedule
 from provisioner.kube.contexts import KubeAccess
 from provisioner.nvidia import MIG_CONFIG_LABEL
 from provisioner.plan import Change
+from provisioner.pools import PoolState
 
 # How often the new nodes are looked at while they come up: they take minutes on a real cloud.
 READY_POLLING = PollSchedule(first=1.0, factor=1.3, ceiling=15.0)
@@ -54,9 +55,18 @@ class Rollout:
     ):
         self.settings, self.kube, self.compiled, self.say = settings, kube, compiled, say
 
+    def sized(self, driver: Driver, cluster: ClusterRef, change: Change) -> PoolState:
+        """The pool to create: a new generation starts with as many nodes as the old ones have now,
+        counted in the cluster where the cloud's listing gives no count (GKE)."""
+        desired = change.desired
+        assert desired is not None
+        if change.order != "create-first" or desired.nodes is not None or self.kube is None:
+            return desired
+        return replace(desired, nodes=self._old_nodes(driver, cluster, change) or None)
+
     def wait_ready(self, driver: Driver, cluster: ClusterRef, change: Change) -> None:
-        """Until the new generation's nodes are Ready and give the pool's slices (at least as many
-        as it was created with)."""
+        """Until the new generation's nodes are Ready and give the pool's slices: as many as it was
+        created with, or as the old generations still have (a resumed replacement)."""
         desired = change.desired
         assert desired is not None
         pool = self._pool(change)
@@ -64,7 +74,8 @@ class Rollout:
             self.say(f"{desired.name} is ready at the cloud; its nodes are not checked (no Kubernetes API)")
             return
         scaling = desired.scaling
-        expected = min(max(desired.nodes or scaling.min, scaling.min), scaling.max)
+        wanted = max(desired.nodes or 0, self._old_nodes(driver, cluster, change))
+        expected = min(max(wanted, scaling.min), scaling.max)
         if expected == 0:
             self.say(
                 f"{desired.name} starts with no nodes: the autoscaler adds them for the pods the drain moves"
@@ -191,6 +202,16 @@ class Rollout:
                 f"{failed[0].node}: {failed[0].message}; {done} of {len(nodes)} nodes have {shown}, the "
                 f"others keep their old layout, and the pool's labels at the cloud are unchanged"
             )
+
+    def _old_nodes(self, driver: Driver, cluster: ClusterRef, change: Change) -> int:
+        """The nodes the generations being retired have in the cluster now (0 where unknown)."""
+        if self.kube is None or self.compiled is None:
+            return 0
+        try:
+            with self.kube.for_cluster(self.compiled.cluster) as kube:
+                return sum(len(self._node_names(driver, cluster, kube, name)) for name in change.retires)
+        except KubeUnreachable:
+            return 0
 
     def _pool(self, change: Change) -> CompiledPool | None:
         if self.compiled is None:

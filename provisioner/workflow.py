@@ -100,9 +100,14 @@ def replan_saved(
             f"the saved plan is stale: {', '.join(changed)} changed since it was made; "
             "run plan again and apply the new plan"
         )
-    if plan.json()["changes"] != saved.changes:
+    if _compared(plan.json()["changes"]) != _compared(saved.changes):
         raise StalePlan("the saved plan is stale: planning again gives other changes; run plan again")
     return compiled, plan
+
+
+def _compared(changes: list[dict]) -> list[dict]:
+    """A plan's changes less what moves without the plan changing: the node count `keeps` says."""
+    return [{k: v for k, v in change.items() if k != "keeps"} for change in changes]
 
 
 class ApplyView(Protocol):

@@ -163,3 +163,50 @@ def _state(name: str):
 
     scaling = Scaling(0, 4, autoscaling=True)
     return PoolState(name, "Standard_NC24ads_A100_v4", 1, None, None, False, None, scaling, (), ())
+
+
+def test_two_pools_replaced_in_one_plan_never_get_the_same_new_name(tmp_path: Path):
+    def two(mig: str) -> CompiledCluster:
+        # two pools whose names, cut to leave room for the suffix, meet
+        text = FLEET.format(
+            cloud="aks",
+            where=WHERE["aks"],
+            name="gpua100pool1",
+            instance_type=POOLS["aks"][1],
+            mig=mig,
+            replace="",
+        )
+        text += text[text.index("      - name:") :].replace("gpua100pool1", "gpua100pool2")
+        path = tmp_path / "two.yaml"
+        path.write_text(text, encoding="utf-8")
+        return compile_file(path).clusters[0]
+
+    old, new = two("1g.10gb"), two("2g.20gb")
+    had = tuple(dataclasses.replace(desired_state(p), nodes=1) for p in old.pools)
+    names = [c.cloud_name for c in diff_cluster(new, Observation(new.target, had)).changes]
+    assert len(names) == 2 and len(set(names)) == 2, names
+
+
+def test_a_resumed_replacement_whose_fleet_entry_changed_in_place_updates_the_new_pool_first(tmp_path: Path):
+    new = compiled(tmp_path, "gke", "2g.10gb")
+    first = desired_state(compiled(tmp_path, "gke", "1g.5gb").pools[0])
+    wanted = desired_state(new.pools[0])
+    second = dataclasses.replace(
+        wanted, name="a100-mig-g2", fleet_name="a100-mig", generation=2, labels=(("team", "old"),)
+    )
+    (change,) = diff_cluster(
+        new, Observation(new.target, (second, dataclasses.replace(first, nodes=2)))
+    ).changes
+    assert change.resumes and change.steps == ("update", "ready", "drain", "retire")
+    assert change.desired is not None and change.desired.name == "a100-mig-g2" and change.desired.nodes == 2
+
+
+def test_a_new_generation_that_failed_is_made_again_in_its_place_never_a_third(tmp_path: Path):
+    new = compiled(tmp_path, "gke", "2g.10gb")
+    first = desired_state(compiled(tmp_path, "gke", "1g.5gb").pools[0])
+    failed = dataclasses.replace(
+        desired_state(new.pools[0]), name="a100-mig-g2", fleet_name="a100-mig", generation=2, status="failed"
+    )
+    (change,) = diff_cluster(new, Observation(new.target, (first, failed))).changes
+    assert change.discards == ("a100-mig-g2",) and change.cloud_name == "a100-mig-g2"
+    assert change.steps == ("discard", "create", "ready", "drain", "retire")

@@ -73,31 +73,39 @@ class World:
         raw = self.core.list_node(label_selector=f"{POOL_NODE_LABEL}=infer", _preload_content=False)
         return sorted(json.loads(raw.data)["items"], key=lambda n: n["metadata"]["name"])
 
-    def gpu_pod(self, node: str) -> None:
-        """A pod holding a GPU on `node`, as a serving replica would, once the node advertises it."""
+    def serving(self) -> set[str]:
+        """A Deployment holding a GPU slice on each node, once the nodes advertise them; its pods' names."""
         resource = compile_file(self.path).clusters[0].pools[0].setup.resource  # as place asks for it
 
         def advertised() -> bool:
-            found = self.core.read_node(node, _preload_content=False)
-            return int(json.loads(found.data)["status"].get("allocatable", {}).get(resource, 0)) > 0
+            return all(int(n["status"].get("allocatable", {}).get(resource, 0)) > 0 for n in self.nodes())
 
-        deadline = time.monotonic() + 20
-        while not advertised():
-            assert time.monotonic() < deadline, f"{node} never advertised {resource}"
-            time.sleep(0.05)
-        self.core.create_namespaced_pod(
-            "ml",
-            {
-                "metadata": {"generateName": "serve-"},
-                "spec": {
-                    "nodeName": node,
-                    "containers": [
-                        {"name": "m", "image": "busybox:1.36", "resources": {"limits": {resource: 1}}}
-                    ],
-                    "tolerations": [{"operator": "Exists"}],
-                },
-            },
-        )
+        assert _until(advertised), f"the nodes never advertised {resource}"
+        container = {"name": "m", "image": "busybox:1.36", "resources": {"limits": {resource: 1}}}
+        spec = {"containers": [container], "tolerations": [{"operator": "Exists"}]}
+        selector = {"matchLabels": {"app": "serve"}}
+        template = {"metadata": {"labels": {"app": "serve"}}, "spec": spec}
+        body = {
+            "metadata": {"name": "serve"},
+            "spec": {"replicas": 2, "selector": selector, "template": template},
+        }
+        client.AppsV1Api(self.core.api_client).create_namespaced_deployment("ml", body)
+        assert _until(lambda: len(self.serving_pods()) == 2)
+        return self.serving_pods()
+
+    def serving_pods(self) -> set[str]:
+        raw = self.core.list_namespaced_pod("ml", label_selector="app=serve", _preload_content=False)
+        pods = json.loads(raw.data)["items"]
+        return {p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"}
+
+
+def _until(check: Any, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 @pytest.fixture(params=sorted(CLUSTER))
@@ -116,8 +124,7 @@ def _label(world: World) -> str:
 
 def test_a_label_change_on_live_nodes_goes_one_node_at_a_time_and_drains_its_gpu_pods(world: World):
     before = [n["metadata"]["labels"][_label(world)] for n in world.nodes()]
-    for node in world.nodes():
-        world.gpu_pod(node["metadata"]["name"])
+    before_pods = world.serving()
     world.write("3g.20gb" if world.cloud == "eks" else 8)
     shown = world.run("plan", str(world.path)).stdout
     assert "~ reconfigure (node by node, drains GPU pods)" in shown
@@ -145,8 +152,10 @@ def test_a_label_change_on_live_nodes_goes_one_node_at_a_time_and_drains_its_gpu
     # The first node had its new label while the second still had its old one.
     assert (after[0], before[1]) in {labels for _, labels in seen}
     assert not any(n["spec"].get("unschedulable") for n in world.nodes())
-    pods = json.loads(world.core.list_namespaced_pod("ml", _preload_content=False).data)["items"]
-    assert pods == [], "the GPU pods were evicted before their node's GPUs changed"
+    assert _until(lambda: len(world.serving_pods()) == 2)
+    assert not world.serving_pods() & before_pods, (
+        "the GPU pods were evicted before their node's GPUs changed"
+    )
     assert world.run("plan", str(world.path), "--detailed-exitcode").exit_code == 0
 
 

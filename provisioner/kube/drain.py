@@ -33,6 +33,11 @@ GPU_RESOURCE_PREFIXES = ("nvidia.com/", "aliyun.com/gpu")  # NVIDIA's device plu
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod's mirror (kubectl filters.go)
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 GPU_DEPLOY_PREFIX = "nvidia.com/gpu.deploy."  # the operands the MIG manager pauses
+CORDONED_ANNOTATION = "provisioner.io/cordoned"  # on a node the tool cordoned
+UNMANAGED = (
+    "no controller manages it, so evicted it would not come back (kubectl drain refuses it "
+    "without --force); --force-drain evicts it"
+)
 
 Progress = Callable[[str], None]
 PodStatus = Literal["evicted", "gone", "forced", "blocked", "failed", "left"]
@@ -85,12 +90,19 @@ class _Say:
 
 
 def cordon(kube: Kube, node: str) -> None:
-    """kubectl cordon: spec.unschedulable through a strategic-merge patch (CordonHelper)."""
-    kube.patch_node(node, {"spec": {"unschedulable": True}}, strategic=True)
+    """kubectl cordon: spec.unschedulable through a strategic-merge patch (CordonHelper), marked as
+    the tool's so that a later run uncordons a node it left cordoned, and never one a person did."""
+    patch = {"metadata": {"annotations": {CORDONED_ANNOTATION: "true"}}, "spec": {"unschedulable": True}}
+    kube.patch_node(node, patch, strategic=True)
 
 
 def uncordon(kube: Kube, node: str) -> None:
-    kube.patch_node(node, {"spec": {"unschedulable": False}}, strategic=True)
+    patch = {"metadata": {"annotations": {CORDONED_ANNOTATION: None}}, "spec": {"unschedulable": False}}
+    kube.patch_node(node, patch, strategic=True)
+
+
+def cordoned_by_us(node: Mapping[str, Any]) -> bool:
+    return CORDONED_ANNOTATION in ((node.get("metadata") or {}).get("annotations") or {})
 
 
 def uses_gpu(pod: Mapping[str, Any]) -> bool:
@@ -115,6 +127,10 @@ def _left_because(pod: Mapping[str, Any]) -> str | None:
     if MIRROR_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {}):
         return "mirror pod"
     return None
+
+
+def _controlled(pod: Mapping[str, Any]) -> bool:
+    return any(o.get("controller") for o in (pod.get("metadata") or {}).get("ownerReferences") or [])
 
 
 def drain(
@@ -142,7 +158,10 @@ def drain(
             if (pod.get("status") or {}).get("phase") in FINISHED_PHASES or (only and not only(pod)):
                 continue
             reason = _left_because(pod)
-            if reason is None:
+            if reason is None and not force and not _controlled(pod):
+                left.append(_outcome(pod, node, "blocked", UNMANAGED))
+                say(f"pod {left[-1].ref} blocked on node {node}: {UNMANAGED}")
+            elif reason is None:
                 evicting.append((node, pod))
             else:
                 left.append(_outcome(pod, node, "left", reason))
@@ -223,7 +242,10 @@ class _Evictor:
         """Whether the pod is gone, or a new one took its name, before `until` (waitForDelete)."""
         metadata = pod["metadata"]
         while True:
-            now = self.kube.pod(metadata.get("namespace", ""), metadata["name"])
+            try:
+                now = self.kube.pod(metadata.get("namespace", ""), metadata["name"])
+            except KubeUnreachable:  # one read unanswered is no answer: asked again until `until`
+                now = pod
             if now is None or now["metadata"].get("uid") != metadata.get("uid"):
                 return True
             remaining = until - time.monotonic()
@@ -333,6 +355,8 @@ def reconfigure_nodes(
             if node is None:
                 outcomes[name] = _failed(name, "no such node", say, None, cordoned=False)
             elif _carries(node, labels) and wait_for.check(node)[0] == "done":
+                if cordoned_by_us(node):  # done since an earlier run stopped on it
+                    uncordon(kube, name)
                 outcomes[name] = NodeOutcome(name, "skipped", "already labelled and done")
                 say(f"node {name} skipped: already labelled and done")
             else:

@@ -225,3 +225,31 @@ def test_an_eviction_refused_otherwise_than_by_429_fails_that_pod_with_the_api_s
 )
 def test_which_pods_use_gpus(spec: dict[str, Any], gpu: bool) -> None:
     assert uses_gpu({"metadata": {"name": "p"}, "spec": spec}) is gpu
+
+
+def test_a_pod_no_controller_manages_is_left_blocked_unless_forced(cluster: Cluster) -> None:
+    (node,) = cluster.node_group("a", "g5.xlarge", 1)
+    _bound_pod(cluster, node, "notebook")  # a bare pod: evicted, nothing would make it again
+    cluster.scan()
+    result = drain(cluster.tool(), [node], timeout=5, **FAST)
+    assert [(p.name, p.status) for p in result.pods] == [("notebook", "blocked")]
+    assert "no controller manages it" in result.problems() and not result.ok
+    assert cluster.core.read_namespaced_pod("notebook", NS).metadata.deletion_timestamp is None
+    thread, done = _in_background(lambda: drain(cluster.tool(), [node], timeout=5, force=True, **FAST))
+    assert wait_for(lambda: cluster.core.read_namespaced_pod("notebook", NS).metadata.deletion_timestamp)
+    cluster.scan()
+    thread.join(10)
+    assert [(p.name, p.status) for p in done[0].pods] == [("notebook", "evicted")]
+
+
+def test_the_tool_marks_the_nodes_it_cordons_and_unmarks_them_when_it_uncordons(cluster: Cluster) -> None:
+    from provisioner.kube.drain import cordon, cordoned_by_us, uncordon
+
+    (node,) = cluster.node_group("a", "g5.xlarge", 1)
+    kube = cluster.tool()
+    cordon(kube, node)
+    assert cordoned_by_us(kube.node(node)) and kube.node(node)["spec"]["unschedulable"] is True
+    uncordon(kube, node)
+    assert not cordoned_by_us(kube.node(node)) and not kube.node(node)["spec"].get("unschedulable")
+    cluster.kubectl("cordon", node)  # a person's cordon is not the tool's
+    assert not cordoned_by_us(kube.node(node))
