@@ -54,7 +54,8 @@ def observed_json(state: PoolState, offers: Capacity, cloud: str) -> dict[str, A
     it from zero for its slices: `pools --json`, and the catalog's row, which keeps the keys it
     has columns for."""
     return {
-        "pool": state.name,
+        "pool": state.pool_name,  # the fleet's name, the same across a replacement's generations
+        "cloud_name": state.name,
         "instance_type": state.instance_type,
         "gpu": offers.gpu_model,
         "gpus_per_node": offers.gpus_per_node,

@@ -62,6 +62,17 @@ def test_switching_a_pool_to_dra_plans_per_cloud_and_converges(world: World):
     }
     assert not aks["labels"]["forces_replacement"]
 
+    assert changes[("gcp", "spare")]["order"] == "create-first"
+    # GKE's new pool is drained into only once its nodes publish their devices: the user installs
+    # the DRA driver from render's values first, as docs/dra.md says.
+    out = world.fleet.parent / "rendered"
+    assert world.run("render", str(world.fleet), "--out-dir", str(out)).exit_code == 0
+    values = str(out / "gcp" / "dra-driver-values.yaml")
+    directory = str(world.sandbox.directory)
+    installed = world.run(
+        "sandbox", "install-dra-driver", "--dir", directory, "--cluster", "gcp", "-f", values
+    )
+    assert installed.exit_code == 0, installed.output
     applied = world.run("apply", str(world.fleet), "--auto-approve")
     assert applied.exit_code == 0, applied.output
     assert world.run("plan", str(world.fleet), "--detailed-exitcode").exit_code == 0  # no perpetual diff

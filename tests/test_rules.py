@@ -227,7 +227,8 @@ CASES = {
         """,
         [
             "11: clusters[azure-ml].pools[t4].diskSizeGB: unknown field; did you mean diskSizeGb? "
-            "allowed: name, instanceType, gpu, nodes, zones, edge, spot, diskSizeGb, labels, taints, adopt"
+            "allowed: name, instanceType, gpu, nodes, zones, edge, spot, diskSizeGb, labels, taints, "
+            "replace, adopt"
         ],
     ),
     "zones that cannot share a fixed count": (
