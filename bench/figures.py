@@ -20,9 +20,10 @@ class Figure:
     @property
     def ratio(self) -> float | None:
         """baseline / value: how many times better than the baseline (or, for a floor, how close).
-        For rates (units ending /s), more is better: value / baseline. None where it divides by 0."""
+        For rates (units ending /s) and shares (%), more is better: value / baseline. None where it
+        divides by 0."""
         numerator, denominator = (
-            (self.value, self.baseline) if self.unit.endswith("/s") else (self.baseline, self.value)
+            (self.value, self.baseline) if self.unit.endswith(("/s", "%")) else (self.baseline, self.value)
         )
         return round(numerator / denominator, 2) if denominator else None
 

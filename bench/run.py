@@ -30,6 +30,7 @@ def benchmarks() -> dict[str, object]:
         bench_listing,
         bench_place,
         bench_plan,
+        bench_replace,
         bench_serve,
         bench_startup,
         bench_sync,
@@ -47,6 +48,7 @@ def benchmarks() -> dict[str, object]:
         "ack": bench_ack,  # plan, sync and apply on ACK clusters, through its driver and emulator
         "kube": bench_kube,  # verify and inspect through the clusters' Kubernetes APIs
         "autoscale": bench_autoscale,  # a pending pod to its scale-up, in the sandbox's autoscaler
+        "replace": bench_replace,  # every pool of 10 clusters replaced: wall time and slices kept
     }
 
 
@@ -140,6 +142,24 @@ MEANINGS: list[tuple[str, str]] = [
         "inspect --json",
         "wall time of `inspect FLEET --json` reading every cluster's nodes and pods through its "
         "kubeconfig context, in API round trips",
+    ),
+    (
+        "`provisioner apply` replacing",
+        "wall time of the whole `provisioner apply FLEET --auto-approve` command replacing every pool "
+        "create-first (new pool, its nodes Ready, the old drained through the Eviction API under a "
+        "budget of one pod, then deleted), in cloud operations; the floor counts each drain as one "
+        "scan of the sandbox's cluster components per pod",
+    ),
+    (
+        "`provisioner apply` delete-first",
+        "wall time of the same command replacing every pool delete-first (`replace: delete-first`), "
+        "in cloud operations",
+    ),
+    (
+        "lowest share of a pool's slices",
+        "the pool that fell the furthest while apply replaced it: allocatable GPUs of its Ready, "
+        "uncordoned nodes (label provisioner.io/pool), sampled through each cluster's Kubernetes API, "
+        "over the same before apply began; beside the same figure for delete-first",
     ),
     (
         "catalog serve",
