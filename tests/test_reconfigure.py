@@ -22,6 +22,7 @@ from provisioner.drivers.registry import connect
 from provisioner.nvidia import DEVICE_PLUGIN_LABEL, MIG_CONFIG_LABEL
 from provisioner.pools import POOL_NODE_LABEL
 from provisioner.sandbox.server import Sandbox, SandboxSettings
+from tests.kube.workloads import wait_for
 
 CLUSTER = {
     "eks": "    region: us-west-2\n    cluster: eks-{s}\n    nodeRole: arn:aws:iam::123456789012:role/nodes\n"
@@ -80,7 +81,7 @@ class World:
         def advertised() -> bool:
             return all(int(n["status"].get("allocatable", {}).get(resource, 0)) > 0 for n in self.nodes())
 
-        assert _until(advertised), f"the nodes never advertised {resource}"
+        assert wait_for(advertised, seconds=20), f"the nodes never advertised {resource}"
         container = {"name": "m", "image": "busybox:1.36", "resources": {"limits": {resource: 1}}}
         spec = {"containers": [container], "tolerations": [{"operator": "Exists"}]}
         selector = {"matchLabels": {"app": "serve"}}
@@ -90,22 +91,13 @@ class World:
             "spec": {"replicas": 2, "selector": selector, "template": template},
         }
         client.AppsV1Api(self.core.api_client).create_namespaced_deployment("ml", body)
-        assert _until(lambda: len(self.serving_pods()) == 2)
+        assert wait_for(lambda: len(self.serving_pods()) == 2, seconds=20)
         return self.serving_pods()
 
     def serving_pods(self) -> set[str]:
         raw = self.core.list_namespaced_pod("ml", label_selector="app=serve", _preload_content=False)
         pods = json.loads(raw.data)["items"]
         return {p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"}
-
-
-def _until(check: Any, seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.fixture(params=sorted(CLUSTER))
@@ -159,7 +151,7 @@ def test_a_label_change_on_live_nodes_goes_one_node_at_a_time_and_drains_its_gpu
     ]
     assert told == sorted(told), done.output
     assert not any(n["spec"].get("unschedulable") for n in world.nodes())
-    assert _until(lambda: len(world.serving_pods()) == 2)
+    assert wait_for(lambda: len(world.serving_pods()) == 2, seconds=20)
     assert not world.serving_pods() & before_pods, (
         "the GPU pods were evicted before their node's GPUs changed"
     )

@@ -25,6 +25,7 @@ from provisioner.compile import compile_file
 from provisioner.drivers.registry import connect
 from provisioner.pools import POOL_NODE_LABEL
 from provisioner.sandbox.server import Sandbox, SandboxSettings
+from tests.kube.workloads import wait_for
 
 NS = "ml"
 CLUSTERS = {
@@ -106,7 +107,7 @@ class Fleet:
         self.policy.create_namespaced_pod_disruption_budget(
             NS, {"metadata": {"name": "train"}, "spec": {"selector": selector, **budget}}
         )
-        assert _until(lambda: self.running() == replicas), self.running()
+        assert wait_for(lambda: self.running() == replicas, seconds=20), self.running()
 
     def nodes(self) -> list[dict[str, Any]]:
         raw = self.core.list_node(label_selector=f"{POOL_NODE_LABEL}=train", _preload_content=False)
@@ -178,7 +179,7 @@ def test_a_replaced_pool_keeps_slices_and_its_pods_move_under_a_budget_of_one(fl
     (pool,) = fleet.cloud_pools()
     assert (pool.name, pool.pool_name, pool.generation) == (change["cloud_name"], "train", 2)
     assert pool.instance_type == INSTANCE_TYPES[fleet.cloud][1]
-    assert _until(lambda: fleet.running() == 2)
+    assert wait_for(lambda: fleet.running() == 2, seconds=20)
     assert fleet.run("plan", str(fleet.path), "--detailed-exitcode").exit_code == 0
 
 
@@ -214,12 +215,3 @@ def test_delete_first_deletes_then_creates_under_the_fleet_name_as_before(fleet:
     assert done.exit_code == 0, done.output
     assert min(sampled.slices) == 0  # what delete-first costs, and why it is not the default
     assert [(p.name, p.generation) for p in fleet.cloud_pools()] == [("train", 1)]
-
-
-def _until(check: Any, seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True

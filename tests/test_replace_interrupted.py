@@ -22,6 +22,7 @@ from kubernetes import client, config
 from provisioner.compile import compile_file
 from provisioner.drivers.registry import connect
 from provisioner.pools import POOL_NODE_LABEL
+from tests.kube.workloads import wait_for
 from tests.test_replace import CLUSTERS, FLEET, INSTANCE_TYPES
 
 PROVISIONER = [sys.executable, "-m", "provisioner"]
@@ -99,7 +100,7 @@ class Served:
         policy.create_namespaced_pod_disruption_budget(
             "ml", {"metadata": {"name": "train"}, "spec": {"selector": selector, "maxUnavailable": 1}}
         )
-        _until(lambda: self.running() == 2)
+        wait_for(lambda: self.running() == 2, seconds=30)
 
     def running(self) -> int:
         core, _, _ = self.kube()
@@ -147,7 +148,7 @@ def test_a_replacement_killed_at_any_step_is_finished_by_the_next_apply(tmp_path
         watcher = threading.Thread(target=lambda: _watch(served, watching), daemon=True)
         watcher.start()
         killed = served.apply()
-        _until(lambda: reached(served) or killed.poll() is not None, seconds=60)
+        wait_for(lambda: reached(served) or killed.poll() is not None, seconds=60)
         assert killed.poll() is None, (
             f"apply ended before {step}: {killed.stdout.read() if killed.stdout else ''}"
         )
@@ -168,7 +169,7 @@ def test_a_replacement_killed_at_any_step_is_finished_by_the_next_apply(tmp_path
         assert (pool.pool_name, pool.generation) == ("train", 2)
         assert pool.instance_type == INSTANCE_TYPES[cloud][1]
         assert len(served.names) == 2, f"a third pool was made: {sorted(served.names)}"
-        assert _until(lambda: served.running() == 2)
+        assert wait_for(lambda: served.running() == 2, seconds=30)
         plan = subprocess.run(
             [*PROVISIONER, "plan", str(served.fleet), "--detailed-exitcode"],
             env=served.env,
@@ -185,12 +186,3 @@ def _watch(served: Served, done: threading.Event) -> None:
     while not done.is_set():
         served.pools()
         time.sleep(0.05)
-
-
-def _until(check: Callable[[], bool], seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
