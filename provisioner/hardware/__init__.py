@@ -207,6 +207,24 @@ class DraDriver:
 
 
 @dataclass(frozen=True)
+class Bucket:
+    """A token bucket: `size` requests at once, refilled `per_second`."""
+
+    size: float
+    per_second: float
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Where and how a cloud counts its API requests (clouds.yaml `quota`, sourced there)."""
+
+    scope: tuple[str, ...]  # the ClusterRef fields, after the cloud, one quota counts
+    counted_by: Literal["kind", "action", "all"]  # a bucket per kind, per API action, or one
+    buckets: Mapping[str, Bucket]  # by kind (read, write, delete); "all" for countedBy all
+    published: bool = True  # False: the cloud publishes none, the figures are chosen
+
+
+@dataclass(frozen=True)
 class CloudProfile:
     key: str  # "aks"
     title: str  # "AKS"
@@ -226,6 +244,7 @@ class CloudProfile:
     in_place: frozenset[str]  # PoolState fields the cloud changes on an existing pool
     limits: PoolLimits
     requests_at_once: int  # clusters one run lists on it at the same time, over all its processes
+    quota: Quota
     mig_refusal: str | None = None  # with mig_via none: why, and what to use instead
     scheduler: MemoryScheduler | None = None  # with sharing_via node-label
     edge_labels: Mapping[str, str] | None = None  # {model, count} label keys; None: no edge pools
@@ -370,6 +389,7 @@ def _cloud(key: str, row: Mapping[str, Any]) -> CloudProfile:
         placement=_placement(row["placement"]) if "placement" in row else None,
         polling=_polling(row["polling"]) if "polling" in row else PollSchedule(),
         requests_at_once=row["requestsAtOnce"],
+        quota=_quota(row["quota"]),
         zones=_zones(row["zones"]) if "field" in row.get("zones", {}) else None,
         zones_refusal=row.get("zones", {}).get("refused"),
         autoscaler_hints=_hints(row["autoscaler"]["hints"]) if "hints" in row["autoscaler"] else None,
@@ -433,6 +453,22 @@ def _zones(row: Mapping[str, Any]) -> ZoneRules:
         example=row["example"],
         count_per_zone=row["countPerZone"],
         follows_cluster=row["followsCluster"],
+    )
+
+
+def _quota(row: Mapping[str, Any]) -> Quota:
+    if "window" in row:
+        # N requests per W seconds, as a bucket that never lets more through in any W seconds:
+        # a fifth of N at once, the rest refilled over W (size + W * refill = N).
+        requests, seconds = row["window"]["requests"], row["window"]["seconds"]
+        buckets = {"all": Bucket(requests / 5, (requests - requests / 5) / seconds)}
+    else:
+        buckets = {kind: Bucket(b["size"], b["perSecond"]) for kind, b in row["buckets"].items()}
+    return Quota(
+        scope=tuple(row["scope"]),
+        counted_by=row["countedBy"],
+        buckets=buckets,
+        published=row.get("published", True),
     )
 
 
