@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the catalog (SQLAlchemy) is imported only where a catalog i
     from provisioner.apply import ApplyResult, Reporter
     from provisioner.catalog.store import Store
     from provisioner.catalog.sync import SyncReport
+    from provisioner.kube.configmap import ConfigMapPlan
 
 
 def read_fleet(path: str) -> tuple[CompiledFleet, str]:
@@ -51,37 +52,44 @@ def make_plan(
     tool does not remove what running nodes may still read)."""
     clusters = [c.target for c in compiled.clusters]
     dra = [] if destroy else [c.target for c in compiled.clusters if c.dra_pools]
+    reads_kube = kube is not None and not destroy
 
     def observed() -> list[Observation]:
         return observe_settled(clusters, drivers, on_wait=on_wait) if settle else observe(clusters, drivers)
 
+    # What plan reads besides the pools is read while they are listed, so a cluster costs its
+    # longest chain of requests (EKS: list, then describe), not the sum of them: DRA pools need
+    # a cluster at 1.34 or later (its version), and the device-plugin ConfigMaps are compared.
     versions: dict[str, KubernetesVersion | CloudError] = {}
-    if dra:
+    config_maps: dict[str, ConfigMapPlan | None] = {}
+    if dra or reads_kube:
         drivers.prepare(clusters)  # before two threads would make a driver at once
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-versions") as beside:
-            # DRA pools need a cluster at 1.34 or later: its version is read while the pools are listed.
-            reading = beside.submit(kubernetes_versions, dra, drivers)
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="plan-beside") as beside:
+            reading = beside.submit(kubernetes_versions, dra, drivers) if dra else None
+            comparing = beside.submit(read_config_maps, compiled, kube) if reads_kube else None
             observations = observed()
-            versions = reading.result()
+            versions = reading.result() if reading else {}
+            config_maps = comparing.result() if comparing else {}
     else:
         observations = observed()
     plan = diff(compiled.clusters, observations, destroy, versions)
-    if kube is None or destroy:
+    if not reads_kube:
         return plan
-    return with_config_maps(plan, compiled, kube)
+    unobserved = {c.target.name for c in plan.clusters if c.error is not None}  # nothing planned there
+    planned = tuple(
+        c if c.target.name in unobserved else dataclasses.replace(c, configmap=config_maps.get(c.target.name))
+        for c in plan.clusters
+    )
+    return dataclasses.replace(plan, clusters=planned)
 
 
-def with_config_maps(plan: Plan, compiled: CompiledFleet, kube: KubeAccess) -> Plan:
-    """`plan` with each observed cluster's device-plugin ConfigMap compared, all clusters at once."""
+def read_config_maps(compiled: CompiledFleet, kube: KubeAccess) -> dict[str, ConfigMapPlan | None]:
+    """Each cluster's device-plugin ConfigMap compared with the one it needs, all clusters at once."""
     from provisioner.kube.configmap import observe_config_map
     from provisioner.kube.contexts import each_cluster
 
-    unobserved = {c.target.name for c in plan.clusters if c.error is not None}  # nothing planned there
-    clusters = [c for c in compiled.clusters if c.name not in unobserved]
-    configs = each_cluster(functools.partial(observe_config_map, kube), clusters)
-    found = dict(zip([c.name for c in clusters], configs, strict=True))
-    planned = tuple(dataclasses.replace(c, configmap=found.get(c.target.name)) for c in plan.clusters)
-    return dataclasses.replace(plan, clusters=planned)
+    configs = each_cluster(functools.partial(observe_config_map, kube), compiled.clusters)
+    return dict(zip([c.name for c in compiled.clusters], configs, strict=True))
 
 
 def replan_saved(
