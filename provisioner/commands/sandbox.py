@@ -84,6 +84,26 @@ def sandbox() -> None:
     help="The Kubernetes version the seeded clusters run (default 1.35, in each cloud's own form); "
     "CLUSTER= sets one cluster's, by its fleet name. Repeatable.",
 )
+@click.option(
+    "--quotas",
+    is_flag=True,
+    help="Enforce each cloud's published API rate quotas, per scope (subscription, project, account "
+    "and region): past them, the cloud's throttling error with Retry-After (docs/sandbox.md).",
+)
+@click.option(
+    "--quota-scale",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="With --quotas: multiply every quota's count and refill rate by this.",
+)
+@click.option(
+    "--quota-speedup",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="With --quotas: multiply every refill rate, and divide every window's length, by this.",
+)
 def serve(
     *,
     directory: Path,
@@ -92,6 +112,9 @@ def serve(
     op_seconds: float,
     fault_rate: float,
     kubernetes_versions: dict[str | None, str],
+    quotas: bool,
+    quota_scale: float,
+    quota_speedup: float,
 ) -> None:
     """Run the emulators on 127.0.0.1 until stopped (Ctrl-C or SIGTERM)."""
     import signal
@@ -111,6 +134,9 @@ def serve(
         fault_rate=fault_rate,
         kubernetes_version=kubernetes_versions.get(None, DEFAULT_KUBERNETES_VERSION),
         kubernetes_versions={name: v for name, v in kubernetes_versions.items() if name is not None},
+        quotas=quotas,
+        quota_scale=quota_scale,
+        quota_speedup=quota_speedup,
     )
     running = Sandbox(directory, settings).start(
         [Target(c.name, c.ref) for c in fleet.clusters] if fleet else ()
@@ -122,6 +148,13 @@ def serve(
         out.print(escape(f"{cloud}: {url}"))
     seeded = f", {plural(len(fleet.clusters), 'cluster')} seeded" if fleet else ""
     out.print(escape(f"wrote {directory / 'endpoints.json'}{seeded}"))
+    if quotas:
+        out.print(
+            escape(
+                f"quotas enforced (scale {quota_scale:g}, speedup {quota_speedup:g}): "
+                "each cloud's counts at GET <its address>/sandbox/quotas"
+            )
+        )
     out.print(escape(f"wrote {running.kubeconfig}: one context per seeded cluster; Ctrl-C to stop"))
     try:
         while not stop.wait(0.5):

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from provisioner.sandbox.quotas import QuotaSettings
     from provisioner.sandbox.versions import Release, VersionFormat
 
 # cloud -> "module:Class" of its emulator (an Emulator)
@@ -66,4 +67,9 @@ class Emulator(Protocol):
     def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
         """Create `cluster`, running Kubernetes `release` (its patch given), with the system pool
         every real cluster has, which the tool does not own."""
+        ...
+
+    def enforce_quotas(self, settings: QuotaSettings) -> None:
+        """From now on, count each request against the cloud's API quota (sandbox/quotas.py) and
+        answer those past it with the cloud's throttling error."""
         ...

@@ -14,6 +14,7 @@ from provisioner.sandbox.endpoints import remove_endpoints, write_endpoints
 from provisioner.sandbox.engine import Engine
 from provisioner.sandbox.kube import KUBECONFIG_FILE, SCALE_DOWN_DELAY, SCAN_INTERVAL, KubeEmulator
 from provisioner.sandbox.kube.tls import make_certificate
+from provisioner.sandbox.quotas import QuotaSettings
 from provisioner.sandbox.serving import RunningServer, serve_in_thread
 from provisioner.sandbox.versions import DEFAULT_KUBERNETES_VERSION, Release, parse_release
 
@@ -28,6 +29,9 @@ class SandboxSettings:
     scale_down_delay: float = SCALE_DOWN_DELAY  # seconds a node is idle before the autoscaler removes it
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION  # X.Y[.Z] every seeded cluster runs ...
     kubernetes_versions: Mapping[str, str] = field(default_factory=dict)  # ... but these, by fleet name
+    quotas: bool = False  # enforce each cloud's published API quotas (sandbox/quotas.py), after seeding
+    quota_scale: float = 1.0  # every quota's count and refill rate multiplied by it
+    quota_speedup: float = 1.0  # every quota's refill rate multiplied, and window length divided, by it
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class Sandbox:
         """Serve every emulator; create `clusters`, each with a system pool the tool does not own,
         and serve each one's Kubernetes API under its fleet name, written to DIR/kubeconfig."""
         releases = self._releases(clusters)  # refused before anything is served
+        quotas = QuotaSettings(self.settings.quota_scale, self.settings.quota_speedup)  # ... as these are
         for cloud, emulator_class in EMULATORS.items():
             # Faults start after seeding, so the seed itself never fails.
             engine = Engine(op_seconds=0.0, seed=self.settings.seed)
@@ -93,7 +98,12 @@ class Sandbox:
             engine.op_seconds = self.settings.op_seconds
             engine.fault_rate = self.settings.fault_rate
         self.kube.start_autoscaler()
-        write_endpoints(self.directory, self.endpoints)
+        written: dict[str, object] = dict(self.endpoints)
+        if self.settings.quotas:  # like faults, after seeding: the seed itself is never throttled
+            for emulator in self.emulators.values():
+                emulator.enforce_quotas(quotas)
+            written["quotas"] = {"scale": quotas.scale, "speedup": quotas.speedup}  # the tool paces by it
+        write_endpoints(self.directory, written)
         return self
 
     def _releases(self, clusters: Sequence[SeededCluster]) -> dict[str, Release]:

@@ -17,6 +17,7 @@ from werkzeug.routing import Map
 from werkzeug.wrappers import Request, Response
 
 from provisioner.sandbox.engine import Engine
+from provisioner.sandbox.quotas import QUOTAS_PATH, QuotaGate
 
 
 class ApiError(Exception):
@@ -74,8 +75,9 @@ ErrorRenderer = Callable[[ApiError], Response]
 
 
 class EmulatorApp:
-    """A WSGI app: routes to handlers, sleeps `latency` per request, answers a share with faults,
-    and renders every ApiError in the cloud's format (`render_error`)."""
+    """A WSGI app: routes to handlers, sleeps `latency` per request, refuses what its cloud's quota
+    does not admit (`quotas`, None while not enforced), answers a share with faults, and renders
+    every ApiError in the cloud's format (`render_error`)."""
 
     def __init__(
         self,
@@ -93,13 +95,28 @@ class EmulatorApp:
         self.render_error = render_error
         self.errors = errors
         self.latency = latency
+        self.quotas: QuotaGate | None = None  # set by the emulator's enforce_quotas, after seeding
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         return self.respond(Request(environ))(environ, start_response)
 
     def respond(self, request: Request) -> Response:
+        if request.path == QUOTAS_PATH and request.method == "GET":
+            return json_response(self.quotas.report() if self.quotas else {"enabled": False})
         if self.latency:
             time.sleep(self.latency)
+        if self.quotas is None:
+            return self._answer(request)
+        # The quota is counted before anything else, as a cloud's gateway throttles before its service.
+        verdict = self.quotas.admit(request)
+        if verdict is not None and not verdict.admitted:
+            return self.render_error(self.quotas.wire.throttled(verdict))
+        response = self._answer(request)
+        if verdict is not None:
+            self.quotas.annotate(response, verdict)
+        return response
+
+    def _answer(self, request: Request) -> Response:
         fault = self.engine.fault()
         if fault is not None:
             error = self.errors.faults[fault.status]()

@@ -11,6 +11,7 @@ from provisioner.sandbox.engine import Engine
 if TYPE_CHECKING:
     from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.ack.models import AckBackend, AckBackends
+    from provisioner.sandbox.quotas import QuotaSettings
     from provisioner.sandbox.versions import Release
 
 
@@ -26,6 +27,13 @@ class AckEmulator:
 
     def backend(self, account: str, region: str) -> AckBackend:
         return self.backends[(account, region)]
+
+    def enforce_quotas(self, settings: QuotaSettings) -> None:
+        """From now on, count each request against ACK's row of sandbox/quotas.py and refuse those past it."""
+        from provisioner.sandbox.ack import quotas as ack_quotas
+        from provisioner.sandbox.quotas import QuotaGate
+
+        self.app.quotas = QuotaGate("ack", ack_quotas.wire(self.backends), settings)
 
     def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
         """The cluster (location = region, name = cluster ID) at `release`, with its unowned

@@ -85,5 +85,13 @@ class ThrottlingUser(AckError):
     status, code = 429, "Throttling.User"
 
 
+class UserFlowControl(ThrottlingUser):
+    """The answer past an API's rate quota: Throttling.User with HTTP 400, as Alibaba's OpenAPI
+    gateway sends it ("ErrorCode=Throttling.User HttpCode=400", help.aliyun.com/document_detail/
+    446611.html; the 400 Throttling.User row of help.aliyun.com/zh/ocr's common error codes)."""
+
+    status = 400
+
+
 class ServiceUnavailable(AckError):
     status, code = 503, "ServiceUnavailable"

@@ -11,6 +11,7 @@ from provisioner.sandbox.engine import BackendDict, Engine
 if TYPE_CHECKING:
     from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.aks.models import AksBackend
+    from provisioner.sandbox.quotas import QuotaSettings
     from provisioner.sandbox.versions import Release
 
 
@@ -30,6 +31,13 @@ class AksEmulator:
         from provisioner.sandbox.aks.models import backend_for
 
         return backend_for(self.backends, subscription, resource_group)
+
+    def enforce_quotas(self, settings: QuotaSettings) -> None:
+        """From now on, count each request against AKS's row of sandbox/quotas.py and refuse those past it."""
+        from provisioner.sandbox.aks import quotas as aks_quotas
+        from provisioner.sandbox.quotas import QuotaGate
+
+        self.app.quotas = QuotaGate("aks", aks_quotas.WIRE, settings)
 
     def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
         backend = self.backend(cluster.account, cluster.location)

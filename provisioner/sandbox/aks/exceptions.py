@@ -69,3 +69,12 @@ class TooManyRequests(AksError):
 
 class ServiceUnavailable(AksError):
     status, code = 503, "ServiceUnavailable"
+
+
+class SubscriptionRequestsThrottled(AksError):
+    """ARM's answer past a subscription's request quota, with Retry-After (Microsoft's AKS
+    troubleshooting article "Troubleshoot the SubscriptionRequestsThrottled error code (429)",
+    learn.microsoft.com/troubleshoot/azure/azure-kubernetes/create-upgrade-delete/
+    subscriptionrequeststhrottled-error)."""
+
+    status, code = 429, "SubscriptionRequestsThrottled"

@@ -12,6 +12,7 @@ from provisioner.sandbox.engine import BackendDict, Engine
 if TYPE_CHECKING:
     from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.eks.models import EksBackend
+    from provisioner.sandbox.quotas import QuotaSettings
     from provisioner.sandbox.versions import Release
 
 
@@ -38,6 +39,14 @@ class EksEmulator:
         from moto.core import DEFAULT_ACCOUNT_ID
 
         return self.backends[DEFAULT_ACCOUNT_ID][region].nodegroups(cluster)
+
+    def enforce_quotas(self, settings: QuotaSettings) -> None:
+        """From now on, count each request against EKS's row of sandbox/quotas.py and refuse those past it."""
+        from provisioner.sandbox.eks import quotas as eks_quotas
+        from provisioner.sandbox.quotas import QuotaGate
+
+        eks_quotas.operations()  # botocore's EKS model read now, not in the first counted request
+        self.app.eks.quotas = QuotaGate("eks", eks_quotas.WIRE, settings)
 
     def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
         """Create the cluster at `release` and its system node group through the API, as a user would."""

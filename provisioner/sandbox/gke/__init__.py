@@ -11,6 +11,7 @@ from provisioner.sandbox.engine import BackendDict, Engine
 if TYPE_CHECKING:
     from provisioner.sandbox import ClusterAddress
     from provisioner.sandbox.gke.models import GkeBackend
+    from provisioner.sandbox.quotas import QuotaSettings
     from provisioner.sandbox.versions import Release
 
 
@@ -28,6 +29,13 @@ class GkeEmulator:
 
     def backend(self, project: str, location: str) -> GkeBackend:
         return self.backends[project][location]
+
+    def enforce_quotas(self, settings: QuotaSettings) -> None:
+        """From now on, count each request against GKE's row of sandbox/quotas.py and refuse those past it."""
+        from provisioner.sandbox.gke import quotas as gke_quotas
+        from provisioner.sandbox.quotas import QuotaGate
+
+        self.app.quotas = QuotaGate("gke", gke_quotas.WIRE, settings)
 
     def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
         backend = self.backend(cluster.account, cluster.location)
