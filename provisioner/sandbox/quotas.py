@@ -203,7 +203,7 @@ class QuotaLimiter:
         self._clock = clock
         self._lock = threading.Lock()
         self._buckets: dict[tuple[str, str, str], _Bucket] = {}
-        self._counts: dict[str, list[int]] = {}  # scope -> [requests, throttled]
+        self._counts: dict[tuple[str, str, str], list[int]] = {}  # bucket -> [requests, throttled]
 
     def take(self, scope: str, method: str, action: str) -> Verdict:
         limit_class = self.quota.classify(method, action)
@@ -215,7 +215,7 @@ class QuotaLimiter:
             if bucket is None:
                 bucket = self._buckets[key] = _Bucket(limit, now)
             admitted, wait, remaining = bucket.take(limit, now)
-            counts = self._counts.setdefault(scope, [0, 0])
+            counts = self._counts.setdefault(key, [0, 0])
             counts[0] += 1
             counts[1] += not admitted
         # Rounded up to the millisecond, so that waiting the answer's Retry-After is always enough.
@@ -223,9 +223,17 @@ class QuotaLimiter:
 
     def report(self) -> dict[str, Any]:
         with self._lock:
-            scopes = {
-                scope: {"requests": n, "throttled": t} for scope, (n, t) in sorted(self._counts.items())
-            }
+            counted = sorted(self._counts.items())
+        scopes: dict[str, dict[str, int]] = {}
+        for (scope, _, _), (n, t) in counted:
+            totals = scopes.setdefault(scope, {"requests": 0, "throttled": 0})
+            totals["requests"] += n
+            totals["throttled"] += t
+        # Each bucket's own counts, so that a floor can be reckoned from them (bench `fleet`).
+        buckets = [
+            {"scope": scope, "class": limit_class, "action": action, "requests": n, "throttled": t}
+            for (scope, limit_class, action), (n, t) in counted
+        ]
         return {
             "enabled": True,
             "scale": self.settings.scale,
@@ -236,6 +244,7 @@ class QuotaLimiter:
             "source": self.quota.source,
             "limits": {name: limit.as_json() for name, limit in self.limits.items()},
             "scopes": scopes,
+            "buckets": buckets,
             "requests": sum(s["requests"] for s in scopes.values()),
             "throttled": sum(s["throttled"] for s in scopes.values()),
         }
