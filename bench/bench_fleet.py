@@ -1,0 +1,160 @@
+"""Fleet scale inside the clouds' quotas (issue 30): whole `provisioner plan` and `sync` commands,
+as a user runs them, against a sandbox that enforces each cloud's published API quotas.
+
+- plan of 3,000 clusters x 4 pools over 30 quota scopes (tests/fleets.py): its wall time beside
+  the quota floor, the 429s it received, and its peak memory;
+- sync of the same into PostgreSQL as 4 shards at once (`sync --shard I/4`), beside its floor;
+- plan of 300 clusters, quotas off, ConfigMap reads on: the command's CPU seconds;
+- plan of 30 clusters at 200 ms latency: round trips (the latency run minus a zero-latency run).
+
+The quota floor is the time the sandbox's quotas (provisioner/sandbox/quotas.py, the clouds'
+documentation) allow for the requests the command made, each bucket on its own, all at once:
+past a bucket's burst, a token bucket admits its refill rate, a window its size per window.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+
+from tests.fleets import fleet_text
+
+from bench import fleet_world
+from bench.figures import Figure
+
+BIG, SHARDS = 3000, 4
+CPU_FLEET, LATENCY_FLEET, LATENCY_MS = 300, 30, 200.0
+RUNS = 3  # of the latency pair: each run is a whole command
+POSTGRES = os.environ.get(
+    "PROVISIONER_BENCH_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+PROVISIONER = [sys.executable, "-m", "provisioner"]
+
+
+def run() -> list[Figure]:
+    return [*_big_fleet(), _plan_cpu(), _plan_latency()]
+
+
+def _big_fleet() -> list[Figure]:
+    world = fleet_world.start(fleet_text(BIG))
+    name = f"plan, {BIG:,} clusters x 4 pools over 30 quota scopes, quotas on"
+    try:
+        world.quotas_on()
+        wall, usage = _timed([*PROVISIONER, "plan", str(world.fleet), "--sandbox", str(world.sandbox_dir)])
+        reports = world.quota_reports()
+        plan_floor, throttled = quota_floor(reports), sum(r["throttled"] for r in reports.values())
+        peak_mb = usage.ru_maxrss / 1024
+        world.quotas_on()  # afresh for the sync: its buckets full, as after a night
+        database = _scratch_database()
+        catalog = f"{POSTGRES.rsplit('/', 1)[0]}/{database}"
+        shards = [
+            [
+                *PROVISIONER,
+                "sync",
+                str(world.fleet),
+                "--sandbox",
+                str(world.sandbox_dir),
+                "--shard",
+                f"{i}/{SHARDS}",
+            ]
+            for i in range(SHARDS)
+        ]
+        sync_wall = _timed_together(shards, {"PROVISIONER_CATALOG": catalog})
+        sync_floor = quota_floor(world.quota_reports())
+    finally:
+        world.stop()
+    sync = f"sync, {BIG:,} clusters x 4 pools into PostgreSQL, {SHARDS} shards at once, quotas on"
+    return [
+        Figure(name, round(wall, 1), "s", round(plan_floor, 1), "floor: the quotas' time for its requests"),
+        Figure(name.replace("plan,", "429s received by the plan,"), throttled, "429s", 0, "goal: none"),
+        Figure(name.replace("plan,", "peak memory of the plan,"), round(peak_mb), "MB", 600, "goal"),
+        Figure(
+            sync, round(sync_wall, 1), "s", round(sync_floor, 1), "floor: the quotas' time for its requests"
+        ),
+    ]
+
+
+def _plan_cpu() -> Figure:
+    world = fleet_world.start(fleet_text(CPU_FLEET))
+    try:
+        _, usage = _timed([*PROVISIONER, "plan", str(world.fleet), "--sandbox", str(world.sandbox_dir)])
+    finally:
+        world.stop()
+    cpu = usage.ru_utime + usage.ru_stime
+    name = f"`provisioner plan` CPU, {CPU_FLEET} clusters x 4 pools, quotas off, ConfigMap reads on"
+    return Figure(name, round(cpu, 2), "CPU s", 4.0, "goal")
+
+
+def _plan_latency() -> Figure:
+    world = fleet_world.start(fleet_text(LATENCY_FLEET))
+    command = [*PROVISIONER, "plan", str(world.fleet), "--sandbox", str(world.sandbox_dir)]
+    try:
+        walls = {}
+        for latency in (0.0, LATENCY_MS):
+            world.latency(latency)
+            walls[latency] = sorted(_timed(command)[0] for _ in range(RUNS))[RUNS // 2]
+    finally:
+        world.stop()
+    trips = (walls[LATENCY_MS] - walls[0.0]) / (LATENCY_MS / 1000)
+    name = f"`provisioner plan`, {LATENCY_FLEET} clusters on 4 clouds, {LATENCY_MS:g} ms latency"
+    return Figure(name, round(trips, 2), "round trips", 2.0, "floor: EKS lists, then describes")
+
+
+def quota_floor(reports: dict[str, dict]) -> float:
+    """The seconds each bucket's quota needs for the requests counted in it, the longest of them."""
+    longest = 0.0
+    for report in reports.values():
+        for bucket in report.get("buckets", []):
+            limit = report["limits"][bucket["class"]]
+            longest = max(longest, _seconds_for(limit, bucket["requests"]))
+    return longest
+
+
+def _seconds_for(limit: dict, requests: int) -> float:
+    if limit["kind"] == "token_bucket":
+        return max(0.0, requests - limit["size"]) / limit["refill_per_second"]
+    return (math.ceil(requests / limit["size"]) - 1) * limit["window_seconds"]
+
+
+def _timed(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, resource.struct_rusage]:
+    """The command's wall time and resource use, run to its end; its output is not kept."""
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
+    )
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) not in (0, 2):
+        raise RuntimeError(f"{' '.join(command)} failed: {child.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+    return wall, usage
+
+
+def _timed_together(commands: Sequence[Sequence[str]], env: dict[str, str]) -> float:
+    """Wall time from starting every command at once to the last one's end."""
+    started = time.perf_counter()
+    children = [
+        subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env})
+        for c in commands
+    ]
+    for command, child in zip(commands, children, strict=True):
+        if child.wait() != 0:
+            raise RuntimeError(f"{' '.join(command)} failed: {child.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+    return time.perf_counter() - started
+
+
+def _scratch_database() -> str:
+    """A new, empty PostgreSQL database for the catalog; sync creates its tables."""
+    import sqlalchemy
+
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    engine = sqlalchemy.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return name
