@@ -37,7 +37,9 @@ def _shard(value: str | None) -> tuple[int, int] | None:
 @click.argument("fleet")
 @catalog_option
 @click.option(
-    "--discover", is_flag=True, help="Also catalog the GPU pools of clusters the fleet does not name."
+    "--discover",
+    is_flag=True,
+    help="Also catalog the GPU pools of clusters the fleet does not name (with --shard, in its scopes).",
 )
 @click.option(
     "--shard",
