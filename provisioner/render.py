@@ -370,8 +370,10 @@ def render_cronjob(
     service_account: str = "provisioner",
     shards: int = 1,
     deadline_seconds: int = 3600,
+    retries: int = 2,
 ) -> str:
-    """The nightly sync as a CronJob (an Indexed Job of `shards` pods where shards > 1).
+    """The nightly sync as a CronJob (an Indexed Job of `shards` pods where shards > 1, each
+    shard retried `retries` times on its own).
 
     InvalidOption where the schedule, image or namespace would be refused or would not stay one
     value; every value goes into the YAML quoted (as JSON), so none can add a key of its own."""
@@ -387,6 +389,7 @@ def render_cronjob(
         service_account=service_account,
         shards=shards,
         deadline=deadline_seconds,
+        retries=retries,
     )
 
 

@@ -11,14 +11,15 @@ from test_cli import run
 from provisioner.render import render_catalog_service, render_cronjob
 
 
+@pytest.mark.parametrize("version", ["1.31", "1.34"])  # the releases the other manifests' tests use
 @pytest.mark.parametrize("shards", [1, 4])
-def test_the_cronjob_validates_against_the_kubernetes_schema(shards: int):
+def test_the_cronjob_validates_against_the_kubernetes_schema(shards: int, version: str):
     text = render_cronjob(schedule="0 2 * * *", image="registry.example/provisioner:1.0", shards=shards)
     document = YAML(typ="safe").load(text)
-    kubernetes_validate.validate(document, "1.31", strict=True)
+    kubernetes_validate.validate(document, version, strict=True)
     spec = document["spec"]
     job = spec["jobTemplate"]["spec"]
-    assert spec["concurrencyPolicy"] == "Forbid" and job["backoffLimit"] == 2
+    assert spec["concurrencyPolicy"] == "Forbid"
     container = job["template"]["spec"]["containers"][0]
     assert container["resources"]["requests"] and container["resources"]["limits"]
     assert container["env"] == [
@@ -30,8 +31,11 @@ def test_the_cronjob_validates_against_the_kubernetes_schema(shards: int):
     if shards > 1:
         assert (job["completionMode"], job["completions"], job["parallelism"]) == ("Indexed", 4, 4)
         assert container["args"][-2:] == ["--shard", "$(JOB_COMPLETION_INDEX)/4"]
+        # Each shard retried on its own; a Job-wide backoffLimit would let one shard's failures end all.
+        assert job["backoffLimitPerIndex"] == 2 and "backoffLimit" not in job
     else:
-        assert "completionMode" not in job
+        assert "completionMode" not in job and "backoffLimitPerIndex" not in job
+        assert job["backoffLimit"] == 2
 
 
 def test_cronjob_quotes_its_values_so_none_changes_type_or_adds_a_key():

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -30,6 +29,7 @@ from provisioner.observe import Drivers, Observation, observe
 from provisioner.plan import cluster_changes
 from provisioner.pools import PoolState, Scaling
 from provisioner.retry import RetryPolicy
+from provisioner.shards import Sharding
 
 if TYPE_CHECKING:
     from provisioner.kube.contexts import KubeAccess
@@ -62,12 +62,15 @@ class SyncReport:
         ]
 
 
-def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
-    """Whether cluster `name` falls in shard (i, n): a stable hash, so every run agrees."""
-    if shard is None:
-        return True
-    index, count = shard
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % count == index
+def in_shard(
+    compiled: Sequence[CompiledCluster], discovered: Sequence[Target], shard: tuple[int, int] | None
+) -> tuple[list[CompiledCluster], list[Target]]:
+    """The fleet's clusters, and the discovered ones, that shard (i, n) syncs (all, if None)."""
+    sharding = Sharding.of_fleet([c.target.ref for c in compiled], shard)
+    return (
+        [c for c in compiled if sharding.owns(c.target.ref)],
+        [t for t in discovered if sharding.keeps_found(t.ref)],
+    )
 
 
 def identity(target: Target, in_fleet: bool = True) -> ClusterIdentity:
@@ -106,13 +109,14 @@ def sync(
     adopted: Mapping[str, Collection[str]] | None = None,
     each_done: Callable[[], None] | None = None,
 ) -> SyncReport:
-    """Observe the fleet's clusters (those in `shard`) and `discovered` ones; write each as soon as
-    it is listed, whole or not at all (Store.record_cluster). With `kube`, each fleet cluster's
-    Kubernetes API is asked too, for what its pools' nodes advertise and what pods hold
-    (allocation). `adopted`: per cluster, the pools an apply adopted; `each_done` is called as each
-    cluster is written or has failed (progress)."""
-    mine = [c for c in compiled if in_shard(c.name, shard)]
-    extra = [c for c in discovered if in_shard(c.name, shard)]
+    """Observe the fleet's clusters (those of `shard`'s quota scopes, shards.Sharding) and
+    `discovered` ones (discover's, of the same shard); write each as soon as it is listed, whole
+    or not at all (Store.record_cluster). A sync writes only the clusters it lists: it never
+    deletes or marks another cluster's rows, so shards at once each touch only their own. With
+    `kube`, each fleet cluster's Kubernetes API is asked too, for what its pools' nodes advertise
+    and what pods hold (allocation). `adopted`: per cluster, the pools an apply adopted;
+    `each_done` is called as each cluster is written or has failed (progress)."""
+    mine, extra = in_shard(compiled, discovered, shard)
     report = SyncReport(store.start_run(f"{shard[0]}/{shard[1]}" if shard else None))
     by_name = {c.name: c for c in mine}
     lock = threading.Lock()
@@ -251,15 +255,23 @@ def allocation_of(
 
 
 def discover(
-    compiled: Sequence[CompiledCluster], drivers: Drivers, policy: RetryPolicy | None = None
+    compiled: Sequence[CompiledCluster],
+    drivers: Drivers,
+    policy: RetryPolicy | None = None,
+    *,
+    shard: tuple[int, int] | None = None,
 ) -> tuple[list[Target], dict[str, str]]:
     """Clusters the credentials see in each subscription, project or region the fleet uses, that
-    the fleet does not name, each named by its path; and, per scope whose listing failed, its error."""
+    the fleet does not name, each named by its path; and, per scope whose listing failed, its error.
+    With `shard`, only the scopes whose quota scope that shard owns are listed (no two shards
+    list, or draw on, one quota), and only the clusters it keeps (Sharding.keeps_found) returned."""
     policy = policy or RetryPolicy()
+    sharding = Sharding.of_fleet([c.target.ref for c in compiled], shard)
     scopes: dict[tuple[str, str, str], ClusterRef] = {}
     for entry in compiled:
         ref = entry.target.ref
-        scopes.setdefault((ref.cloud, ref.account, ref.location), ref)
+        if sharding.owns(ref):
+            scopes.setdefault((ref.cloud, ref.account, ref.location), ref)
     known = {c.target.ref.key for c in compiled}
     found: dict[str, Target] = {}
     errors: dict[str, str] = {}
@@ -270,6 +282,6 @@ def discover(
             errors[f"{cloud}/{account}/{location}"] = str(error)
             continue
         for ref in listed:
-            if ref.key not in known:
+            if ref.key not in known and sharding.keeps_found(ref):
                 found.setdefault(ref.path, Target(ref.path, ref))
     return list(found.values()), errors

@@ -23,21 +23,30 @@ from provisioner.drivers.registry import DRIVERS  # names only: no SDK behind th
 
 
 def _shard(value: str | None) -> tuple[int, int] | None:
+    from provisioner.shards import parse_shard
+
     if value is None:
         return None
-    index, _, count = value.partition("/")
-    if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
-        raise click.BadParameter(f"{value!r}: want i/n with 0 <= i < n, e.g. 0/4", param_hint="--shard")
-    return int(index), int(count)
+    try:
+        return parse_shard(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--shard") from None
 
 
 @click.command()
 @click.argument("fleet")
 @catalog_option
 @click.option(
-    "--discover", is_flag=True, help="Also catalog the GPU pools of clusters the fleet does not name."
+    "--discover",
+    is_flag=True,
+    help="Also catalog the GPU pools of clusters the fleet does not name (with --shard, in its scopes).",
 )
-@click.option("--shard", metavar="I/N", help="Only the clusters whose stable hash falls in shard I of N.")
+@click.option(
+    "--shard",
+    metavar="I/N",
+    help="Only shard I (from 0) of N: whole quota scopes (subscription, project, account and "
+    "region), dealt so each shard has about as many clusters; every shard deals alike.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @kube_options
 @sandbox_option
@@ -64,12 +73,13 @@ def sync(
     compiled, _ = read_fleet(fleet)
     store = store_for(sandbox, catalog_url)
     drivers = drivers_for(sandbox)
-    found, discovery_errors = syncing.discover(compiled.clusters, drivers) if discover else ([], {})
+    found, discovery_errors = (
+        syncing.discover(compiled.clusters, drivers, shard=shard_range) if discover else ([], {})
+    )
     kube = kube_access(sandbox, kubeconfig, no_kube)
     from provisioner.report import CountHeartbeat, heartbeat_seconds
 
-    listed = [c.name for c in compiled.clusters] + [t.name for t in found]
-    total = sum(1 for name in listed if syncing.in_shard(name, shard_range))
+    total = sum(map(len, syncing.in_shard(compiled.clusters, found, shard_range)))
     with CountHeartbeat(err, "syncing", total, heartbeat_seconds()) as progress:
         report = syncing.sync(
             compiled.clusters,

@@ -18,13 +18,17 @@ def manifests() -> None:
 )
 @click.option("--image", default="ghcr.io/example/provisioner:latest", show_default=True, help="The image.")
 @click.option(
-    "--shards", default=1, show_default=True, type=click.IntRange(min=1), help="Sync pods, each a share."
+    "--shards",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Sync pods, each a shard of whole quota scopes, retried alone.",
 )
 @click.option("--namespace", default="provisioner", show_default=True, help="Its namespace.")
 @sandbox_option
 def cronjob(schedule: str, image: str, shards: int, namespace: str) -> None:
     """Print the CronJob that runs `provisioner sync` nightly (with --shards N, an Indexed Job of
-    N pods, each syncing its share of the fleet)."""
+    N pods, each syncing its shard of the fleet)."""
     from provisioner import render as rendering
 
     manifest = rendering.render_cronjob(schedule=schedule, image=image, namespace=namespace, shards=shards)

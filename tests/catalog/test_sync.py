@@ -209,21 +209,17 @@ def test_discover_catalogs_the_gpu_pools_of_clusters_the_fleet_does_not_name(wor
     assert not {c.name for c in found} & {"azure", "gcp", "aws"}  # the fleet's own are never "found"
 
 
-def test_shards_cover_every_cluster_exactly_once():
-    names = [f"cluster-{i}" for i in range(200)]
-    shards = [{n for n in names if in_shard(n, (i, 4))} for i in range(4)]
-    assert set().union(*shards) == set(names)
-    assert sum(len(s) for s in shards) == len(names)
-    assert all(30 < len(s) < 70 for s in shards)  # a hash spreads them
-
-
 def test_sync_of_one_shard_writes_only_its_clusters(world: World, catalog_url: str):
     compiled = compile_file(world.fleet).clusters
-    mine = {c.name for c in compiled if in_shard(c.name, (1, 3))}
+    mine = {c.name for c in in_shard(compiled, [], (1, 3))[0]}
+    assert len(mine) == 1  # three clusters, three quota scopes: one each
     result = world.run("sync", str(world.fleet), "--shard", "1/3", "--json")
     assert result.exit_code == 0
     assert set(json.loads(result.stdout)["written"]) == mine
-    assert world.run("sync", str(world.fleet), "--shard", "3/3").exit_code == 2  # a usage error
+    assert Store(catalog_url).runs()[-1]["shard"] == "1/3"
+    refused = world.run("sync", str(world.fleet), "--shard", "3/3")
+    assert refused.exit_code == 2  # a usage error
+    assert "Invalid value for --shard: '3/3': want i/n with 0 <= i < n, e.g. 0/4" in refused.output
 
 
 GKE_DEFAULT_POOL_IN_FLEET = "      - {name: default-pool, instanceType: g2-standard-8, nodes: {count: 1}}\n"
