@@ -132,7 +132,8 @@ class LockUnusable(ProvisionerError):
 
 
 class InvalidOption(ProvisionerError):
-    """A value given for a manifest that Kubernetes (or a container runtime) would refuse."""
+    """A value given for a manifest that Kubernetes (or a container runtime) would refuse, or an
+    environment variable's value the tool cannot use."""
 
     def __init__(self, option: str, message: str):
         super().__init__(message)

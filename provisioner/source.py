@@ -6,12 +6,15 @@ file, line, the field by a path that names list items by their `name`, and what 
 A fleet file may be anything a user points the tool at, so reading is bounded before any YAML
 is built: its size, its characters, how deep it nests, how far its aliases expand, and how long
 its numbers are. Each limit is far beyond a real fleet file and ends in a Diagnostic, never a
-crash.
+crash. The size limit is the user's to change (PROVISIONER_FLEET_MAX_MB), and the aliases' limit
+grows with it.
 """
 
 from __future__ import annotations
 
 import functools
+import math
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,18 +36,24 @@ from ruamel.yaml.events import (
     SequenceStartEvent,
 )
 
-from provisioner.errors import Diagnostic, FleetError
+from provisioner.errors import Diagnostic, FleetError, InvalidOption
 
 Loc = tuple[str | int, ...]
 
-# A fleet of hundreds of pools is some hundred kilobytes; reading stops here so that an endless
-# stream (FLEET=/dev/zero, a mistaken device or pipe) cannot exhaust memory.
-MAX_FILE_BYTES = 4 * 1024 * 1024
+# A 3,000-cluster, 12,000-pool fleet written by hand (block style, comments, labels) is about
+# 5 MB; reading stops at the limit so that an endless stream (FLEET=/dev/zero, a mistaken device
+# or pipe) cannot exhaust memory. MAX_MB_ENV sets another limit, in MB (fractions allowed).
+MAX_MB_ENV = "PROVISIONER_FLEET_MAX_MB"
+DEFAULT_MAX_MB = 16.0
+_MB = 1024 * 1024
+_READ_CHUNK = _MB  # read in steps, so that a large limit costs memory only for what is there
 # A fleet file nests about eight levels; the YAML libraries and the validators recurse per level.
 MAX_DEPTH = 64
-# Values added by aliases, all told: merge keys (`<<: *defaults`) add tens; an alias bomb
-# ("billion laughs") adds billions from a few hundred bytes.
-MAX_ALIAS_VALUES = 100_000
+# Values aliases may add, all told, per MB of the size limit: a MB of fleet file holds about
+# 75,000 values written out (block style), so aliases cannot make a document cost more to build
+# than a file at the limit does. Merge keys (`<<: *pool`) on each of 12,000 pools add about
+# 280,000; an alias bomb ("billion laughs") adds billions from a few hundred bytes.
+ALIAS_VALUES_PER_MB = 100_000
 # Python refuses to turn longer decimal strings into ints (sys.get_int_max_str_digits).
 MAX_NUMBER_DIGITS = 4300
 SHOWN_CHARS = 100  # how much of a value a message echoes
@@ -63,26 +72,58 @@ def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
+def max_megabytes() -> float:
+    """The fleet file size limit in MB: MAX_MB_ENV, or DEFAULT_MAX_MB. InvalidOption unless a
+    positive number."""
+    value = os.environ.get(MAX_MB_ENV)
+    if value is None or not value.strip():
+        return DEFAULT_MAX_MB
+    try:
+        megabytes = float(value)
+    except ValueError:
+        megabytes = math.nan
+    if not 0 < megabytes < math.inf:
+        raise InvalidOption(
+            MAX_MB_ENV, f"{shown(value, 40)} is not a positive number (the largest fleet file to read, in MB)"
+        )
+    return megabytes
+
+
+def max_alias_values(megabytes: float) -> int:
+    """How many values aliases may add to a document under a size limit of `megabytes`."""
+    return max(1, int(ALIAS_VALUES_PER_MB * megabytes))
+
+
 def read_text(path: str | Path) -> str:
     """The text of a fleet file, read once (a pipe can be read only once) and bounded in size."""
     file = str(path)
+    megabytes = max_megabytes()
+    limit = max(1, int(megabytes * _MB))
+    chunks: list[bytes] = []
+    size = 0
     try:
         with Path(path).open("rb") as stream:
-            data = stream.read(MAX_FILE_BYTES + 1)
+            while size <= limit:
+                chunk = stream.read(min(_READ_CHUNK, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
     except OSError as exc:
         raise FleetError([Diagnostic(file, None, "", f"cannot read: {exc.strerror or exc}")]) from exc
-    if len(data) > MAX_FILE_BYTES:
+    if size > limit:
         raise FleetError(
             [
                 Diagnostic(
                     file,
                     None,
                     "",
-                    f"is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB, so it is not a fleet file; "
-                    "reading stops there so that an endless stream cannot exhaust memory",
+                    f"is larger than {megabytes:g} MB, so it is not a fleet file; reading stops there so "
+                    f"that an endless stream cannot exhaust memory (set {MAX_MB_ENV} to read larger files)",
                 )
             ]
         )
+    data = b"".join(chunks)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -117,14 +158,15 @@ class SourceDocument:
     def parse(cls, text: str, file: str) -> SourceDocument:
         _check_characters(text, file)
         builder = _Builder()
+        aliases = max_alias_values(max_megabytes())
         try:
-            _check_shape(builder.fed(YAML(typ="safe").parse(text)), file)
+            _check_shape(builder.fed(YAML(typ="safe").parse(text)), file, aliases)
         except MarkedYAMLError:
             # libyaml scans by YAML 1.1 and refuses some 1.2 documents (an ARN in a flow
             # mapping): the pure-Python round-trip parser is the judge.
             builder.unusual = True
             try:
-                _check_shape(YAML(typ="rt").parse(text), file)
+                _check_shape(YAML(typ="rt").parse(text), file, aliases)
             except MarkedYAMLError as exc:
                 raise FleetError([_yaml_error(file, exc)]) from exc
         if not builder.unusual:  # the common file, built from the events the checks walked
@@ -203,10 +245,10 @@ class _Open:
     name: str | None = None  # a mapping's `name:` value, which paths show for list items
 
 
-def _check_shape(events: Iterable[Any], file: str) -> None:
+def _check_shape(events: Iterable[Any], file: str, max_aliased: int) -> None:
     """Walk the parser's events (no recursion, nothing built) and refuse what would blow up
-    building the document: nesting past MAX_DEPTH, aliases that expand past MAX_ALIAS_VALUES,
-    integers past MAX_NUMBER_DIGITS."""
+    building the document: nesting past MAX_DEPTH, aliases that add more than `max_aliased`
+    values, integers past MAX_NUMBER_DIGITS."""
     sizes: dict[str, int] = {}  # anchor -> values its node holds, itself included
     stack: list[_Open] = []
     added = 0
@@ -250,11 +292,11 @@ def _check_shape(events: Iterable[Any], file: str) -> None:
                 raise fail(event, f"alias *{cut(event.anchor)} refers to a node that contains it", step())
             size = sizes.get(event.anchor, 1)  # an unknown anchor: the loader reports it
             added += size
-            if added > MAX_ALIAS_VALUES:
+            if added > max_aliased:
                 raise fail(
                     event,
-                    f"aliases expand this document past {MAX_ALIAS_VALUES} values (an alias bomb?); "
-                    "a fleet file's aliases and merge keys add far fewer",
+                    f"aliases expand this document past {max_aliased:,} values (an alias bomb?); a fleet "
+                    f"file's aliases and merge keys add far fewer (the limit grows with {MAX_MB_ENV})",
                     step(),
                 )
             add(None, size)

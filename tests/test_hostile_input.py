@@ -20,10 +20,14 @@ COMMANDS = ("validate", "render", "plan")
 UNUSABLE_ENV_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_", "CLOUDSDK_", "PROVISIONER_")
 
 
-def run(command: str, fleet: str | Path, home: Path) -> subprocess.CompletedProcess[str]:
+def run(
+    command: str, fleet: str | Path, home: Path, max_mb: str | None = None
+) -> subprocess.CompletedProcess[str]:
     # No credentials and no sandbox: any attempt to reach a cloud would fail and print more.
     env = {k: v for k, v in os.environ.items() if not k.startswith(UNUSABLE_ENV_PREFIXES)}
     env.update(PYTHONPATH=str(ROOT), HOME=str(home))
+    if max_mb is not None:
+        env["PROVISIONER_FLEET_MAX_MB"] = max_mb
     return subprocess.run(
         [sys.executable, "-m", "provisioner", command, str(fleet)],
         capture_output=True,
@@ -91,12 +95,49 @@ def test_an_integer_of_thousands_of_digits(command, write, tmp_path):
     )
 
 
+def endless(megabytes: str) -> str:
+    return (
+        f"/dev/zero: is larger than {megabytes} MB, so it is not a fleet file; reading stops there so that "
+        "an endless stream cannot exhaust memory (set PROVISIONER_FLEET_MAX_MB to read larger files)"
+    )
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_an_endless_stream(command, tmp_path):
+    assert_refused(run(command, "/dev/zero", tmp_path), endless("16"))
+
+
+@pytest.mark.parametrize("max_mb", ["0.5", "1", "64"])
+def test_an_endless_stream_stops_at_the_limit_the_user_sets(max_mb, tmp_path):
+    assert_refused(run("validate", "/dev/zero", tmp_path, max_mb), endless(max_mb))
+
+
+def test_a_file_past_a_limit_the_user_sets(write, tmp_path):
+    fleet = (
+        GKE_HEADER
+        + "      - name: l4\n        instanceType: g2-standard-8\n        nodes: {min: 0, max: 2}\n"
+    )
+    path = write((fleet + "# " + "x" * (2000 - len(fleet)) + "\n").encode())  # 2,003 bytes
+    accepted = run("validate", path, tmp_path, "0.002")  # 2,097 bytes
+    assert (accepted.returncode, accepted.stdout) == (0, f"✓ {path}: 1 cluster, 1 pool\n")
     assert_refused(
-        run(command, "/dev/zero", tmp_path),
-        "/dev/zero: is larger than 4 MB, so it is not a fleet file; reading stops there so that an endless "
-        "stream cannot exhaust memory",
+        run("validate", path, tmp_path, "0.0019"),  # 1,992 bytes
+        f"{path}: is larger than 0.0019 MB, so it is not a fleet file; reading stops there so that an "
+        "endless stream cannot exhaust memory (set PROVISIONER_FLEET_MAX_MB to read larger files)",
+    )
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("max_mb", ["abc", "0", "-3", "inf", "nan", "16MB"])
+def test_a_limit_that_is_no_positive_number(command, max_mb, write, tmp_path):
+    path = write(GKE_HEADER.encode())
+    result = run(command, path, tmp_path, max_mb)
+    assert "Traceback" not in result.stderr
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        f"error: PROVISIONER_FLEET_MAX_MB: {max_mb!r} is not a positive number (the largest fleet file to "
+        "read, in MB)\n",
     )
 
 
@@ -115,10 +156,21 @@ ALIAS_BOMB = (
 def test_an_alias_bomb(command, write, tmp_path):
     assert len(ALIAS_BOMB) < 500
     path = write(ALIAS_BOMB.encode())
+    # 1,600,000 values (100,000 a MB of the 16 MB limit): the second of nine aliases of 597,871.
     assert_refused(
         run(command, path, tmp_path),
-        f"{path}:6: f[0]: aliases expand this document past 100000 values (an alias bomb?); a fleet file's "
-        "aliases and merge keys add far fewer",
+        f"{path}:7: g[1]: aliases expand this document past 1,600,000 values (an alias bomb?); a fleet "
+        "file's aliases and merge keys add far fewer (the limit grows with PROVISIONER_FLEET_MAX_MB)",
+    )
+
+
+def test_the_aliases_limit_follows_the_size_limit(write, tmp_path):
+    path = write(ALIAS_BOMB.encode())
+    # 100,000 values under a 1 MB limit: the first alias of f's 66,430-value lists passes it.
+    assert_refused(
+        run("validate", path, tmp_path, "1"),
+        f"{path}:6: f[0]: aliases expand this document past 100,000 values (an alias bomb?); a fleet "
+        "file's aliases and merge keys add far fewer (the limit grows with PROVISIONER_FLEET_MAX_MB)",
     )
 
 

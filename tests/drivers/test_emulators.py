@@ -381,6 +381,28 @@ class TestEks:
             message,
         )
 
+    @pytest.mark.parametrize("attempt", [1, 2])  # the second made after the partitions were read once
+    def test_a_role_arn_outside_every_partition_is_refused(self, eks, attempt):
+        role = "arn:aws-moon:iam::123456789012:role/nodes"  # botocore knows no aws-moon partition
+        with pytest.raises(ClientError) as node_group:
+            self.create(eks, nodegroupName=f"moon{attempt}", nodeRole=role)
+        with pytest.raises(ClientError) as cluster:
+            eks.create_cluster(
+                name=f"moon-{attempt}", roleArn=role, resourcesVpcConfig={"subnetIds": ["subnet-0c0ffee1"]}
+            )
+        for caught in (node_group, cluster):
+            error = caught.value.response["Error"]
+            assert (error["Code"], error["Message"]) == (
+                "InvalidParameterException",
+                f"Invalid Role Arn: '{role}'",
+            )
+        gov = "arn:aws-us-gov:iam::123456789012:role/nodes"  # a partition botocore knows
+        made = eks.create_cluster(
+            name=f"gov-{attempt}", roleArn=gov, resourcesVpcConfig={"subnetIds": ["subnet-0c0ffee1"]}
+        )
+        assert made["cluster"]["roleArn"] == gov
+        eks.delete_cluster(name=f"gov-{attempt}")
+
     def test_an_empty_label_value_is_refused_over_the_wire(self, sandbox: Sandbox):
         """botocore refuses it before sending (labelValue min 1), so it is sent as raw JSON."""
         response = requests.post(

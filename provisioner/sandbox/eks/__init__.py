@@ -20,6 +20,9 @@ class EksEmulator:
     def __init__(self, engine: Engine, latency: float = 0.0):
         from provisioner.sandbox.eks import responses
         from provisioner.sandbox.eks.models import KUBERNETES_VERSIONS, EksBackend
+        from provisioner.sandbox.eks.partitions import share_one_session
+
+        share_one_session()
 
         self.kubernetes_versions = KUBERNETES_VERSIONS  # how EKS writes a cluster's version
         self.engine = engine  # its clock and op_seconds (the Kubernetes API's autoscaler reads them)
@@ -27,6 +30,7 @@ class EksEmulator:
             lambda account, region: EksBackend(engine, account, region)
         )
         self.app: Any = responses.app(engine, self.backends, latency)
+        self._seeders: dict[tuple[str, str], Any] = {}  # boto3 EKS clients by (url, region)
 
     def backend(self, region: str) -> EksBackend:
         """The region's backend (the Kubernetes API's autoscaler resizes node groups through it)."""
@@ -50,15 +54,7 @@ class EksEmulator:
 
     def add_cluster(self, cluster: ClusterAddress, url: str, release: Release) -> None:
         """Create the cluster at `release` and its system node group through the API, as a user would."""
-        import boto3
-
-        eks = boto3.client(
-            "eks",
-            endpoint_url=url,
-            region_name=cluster.location,
-            aws_access_key_id="sandbox",
-            aws_secret_access_key="sandbox",
-        )
+        eks = self._seeder(url, cluster.location)
         eks.create_cluster(
             name=cluster.name,
             version=self.kubernetes_versions.spell(release),
@@ -73,3 +69,17 @@ class EksEmulator:
             instanceTypes=["m5.large"],
             scalingConfig={"minSize": 2, "maxSize": 2, "desiredSize": 2},
         )
+
+    def _seeder(self, url: str, region: str) -> Any:
+        """The region's EKS client for seeding, made once (a boto3 client takes ~20 ms to make)."""
+        if (url, region) not in self._seeders:
+            import boto3
+
+            self._seeders[url, region] = boto3.client(
+                "eks",
+                endpoint_url=url,
+                region_name=region,
+                aws_access_key_id="sandbox",
+                aws_secret_access_key="sandbox",
+            )
+        return self._seeders[url, region]

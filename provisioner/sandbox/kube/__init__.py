@@ -105,7 +105,9 @@ class KubeEmulator:
         }
         directory.mkdir(parents=True, exist_ok=True)
         path, partial = directory / KUBECONFIG_FILE, directory / f".{KUBECONFIG_FILE}.partial"
-        yaml = YAML(typ="safe", pure=True)
+        # libyaml's emitter where ruamel.yaml.clib is installed (the same YAML, several times
+        # faster than the pure one: a second for 3,000 clusters' contexts, not four).
+        yaml = YAML(typ="safe")
         yaml.default_flow_style = False
         with partial.open("w", encoding="utf-8") as out:
             yaml.dump(config, out)
