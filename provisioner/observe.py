@@ -13,10 +13,11 @@ from typing import Any
 
 from provisioner.clusters import KubernetesVersion, Target
 from provisioner.drivers import OPERATION_TIMEOUT, Driver, raise_open_file_limit, requests_at_once, wait_until
-from provisioner.drivers.registry import connect
+from provisioner.drivers.registry import connect, pacing_for
 from provisioner.errors import CloudError, OperationTimeout
 from provisioner.heap import heap_frozen
 from provisioner.pools import PoolState
+from provisioner.quotas import set_pacing
 from provisioner.retry import RetryPolicy
 from provisioner.spread import spread
 
@@ -43,6 +44,7 @@ class Drivers:
         self.sandbox = sandbox
         self._drivers: dict[str, Driver] = {}
         raise_open_file_limit()  # each driver may keep a connection per request in flight
+        set_pacing(pacing_for(sandbox))  # known before any batch would fork helpers (spread)
 
     def __call__(self, cloud: str) -> Driver:
         if cloud not in self._drivers:

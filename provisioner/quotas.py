@@ -3,12 +3,35 @@
 Each request counts in one quota scope: the cloud, then the ClusterRef fields its quota counts
 by (ARM's subscription, GKE's project, EKS's and ACK's account and region). Pacing and sharding
 (`sync --shard`) both go by this one scope, so that no two shards share a bucket.
+
+Every request a driver sends first takes a token from its bucket here (`pace`): a burst within
+the bucket goes at once, more waits for the refill, so a healthy fleet's plan or sync is never
+throttled. A 429 the cloud sends all the same (another client sharing the quota) still backs off
+in the one retry layer (provisioner.retry), and here slows that bucket down for a while.
 """
 
 from __future__ import annotations
 
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from provisioner import hardware
 from provisioner.clusters import ClusterRef
+from provisioner.hardware import Bucket
+
+# The share of each published size and rate the tool takes: requests sent in order may reach the
+# cloud out of it, and its clock is not ours.
+HEADROOM = 0.95
+# After a 429, the bucket refills at this share of its rate for SLOWED_SECONDS.
+SLOWED_SHARE, SLOWED_SECONDS = 0.5, 60.0
+# What a request's API action says of its kind, by the action's first word (ListNodegroups,
+# describe_cluster_node_pools, DeleteNodegroup ...): reads and deletes, the rest writes.
+_READ = re.compile(r"^(describe|list|get|head)", re.IGNORECASE)
+_DELETE = re.compile(r"^(delete|remove)", re.IGNORECASE)
+_METHOD_KINDS = {"GET": "read", "HEAD": "read", "DELETE": "delete"}
 
 
 def quota_scope(ref: ClusterRef) -> tuple[str, ...]:
@@ -16,3 +39,118 @@ def quota_scope(ref: ClusterRef) -> tuple[str, ...]:
     quota's `scope` (a cluster's own location for EKS and ACK, its subscription for AKS)."""
     fields = hardware.load().clouds[ref.cloud].quota.scope
     return (ref.cloud, *(getattr(ref, name) for name in fields))
+
+
+def action_kind(action: str) -> str:
+    """read, write or delete: what an API action named `action` does."""
+    return "read" if _READ.match(action) else "delete" if _DELETE.match(action) else "write"
+
+
+def method_kind(method: str) -> str:
+    """read, write or delete: what a REST request with HTTP `method` does."""
+    return _METHOD_KINDS.get(method.upper(), "write")
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """How the quotas apply: to a real cloud as published (1, 1); to a sandbox enforcing them
+    scaled as it says in its endpoints.json, `scale` on every size and rate, `speedup` on rates."""
+
+    scale: float = 1.0
+    speedup: float = 1.0
+
+
+class _Slot:
+    """One bucket's schedule as GCRA keeps it: the time the bucket is empty again at its rate
+    (`empty_at`); a request may go once that is no more than the burst ahead of now."""
+
+    __slots__ = ("empty_at", "slowed_until")
+
+    def __init__(self, now: float):
+        self.empty_at = now
+        self.slowed_until = 0.0
+
+
+class Pacer:
+    """Token buckets by (scope, bucket), shared by every thread of the process. Each request
+    reserves its slot under the lock and sleeps, if it must, outside it."""
+
+    def __init__(
+        self,
+        pacing: Pacing | None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.pacing = pacing  # None: no quotas to keep (a sandbox that enforces none)
+        self._clock, self._sleep = clock, sleep
+        self._lock = threading.Lock()
+        self._slots: dict[tuple[str, ...], _Slot] = {}
+
+    def delay(self, scope: tuple[str, ...], kind: str, action: str = "") -> float:
+        """Reserve a token for one request; the seconds to wait before sending it."""
+        if self.pacing is None:
+            return 0.0
+        key, bucket = self._bucket(scope, kind, action)
+        size, rate = self._scaled(bucket)
+        with self._lock:
+            now = self._clock()
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = _Slot(now)
+            interval = 1 / (rate * (SLOWED_SHARE if now < slot.slowed_until else 1.0))
+            burst = (size - 1) * interval  # how far ahead of now the bucket may be emptied
+            empty_at = max(slot.empty_at, now)
+            wait = max(0.0, empty_at - burst - now)
+            slot.empty_at = empty_at + interval
+        return wait
+
+    def pace(self, scope: tuple[str, ...], kind: str, action: str = "") -> None:
+        """Wait until a request counted in this scope's bucket may go."""
+        wait = self.delay(scope, kind, action)
+        if wait > 0:
+            self._sleep(wait)
+
+    def throttled(
+        self, scope: tuple[str, ...], kind: str, action: str = "", retry_after: float | None = None
+    ) -> None:
+        """The cloud answered 429 in this bucket: nothing more before its Retry-After, and the
+        bucket refills slower for a while."""
+        if self.pacing is None:
+            return
+        key, bucket = self._bucket(scope, kind, action)
+        size, rate = self._scaled(bucket)
+        with self._lock:
+            now = self._clock()
+            slot = self._slots.setdefault(key, _Slot(now))
+            interval = 1 / (rate * SLOWED_SHARE)
+            # Empty now, and refilled only from the Retry-After on.
+            slot.empty_at = max(slot.empty_at, now + (retry_after or 0.0) + (size - 1) * interval)
+            slot.slowed_until = now + SLOWED_SECONDS
+
+    def _bucket(self, scope: tuple[str, ...], kind: str, action: str) -> tuple[tuple[str, ...], Bucket]:
+        quota = hardware.load().clouds[scope[0]].quota
+        if quota.counted_by == "all":
+            return (*scope, "all"), quota.buckets["all"]
+        name = action if quota.counted_by == "action" else kind
+        return (*scope, kind, name), quota.buckets[kind]
+
+    def _scaled(self, bucket: Bucket) -> tuple[float, float]:
+        assert self.pacing is not None
+        scale = self.pacing.scale * HEADROOM
+        return max(1.0, bucket.size * scale), bucket.per_second * scale * self.pacing.speedup
+
+    def configure(self, pacing: Pacing | None) -> None:
+        """Pace by `pacing` from now on (None: not at all), with the buckets afresh if it changed."""
+        with self._lock:
+            if pacing != self.pacing:
+                self.pacing, self._slots = pacing, {}
+
+
+# One for the process: quotas count every request the process sends, whichever thread sends it.
+PACER = Pacer(Pacing())
+
+
+def set_pacing(pacing: Pacing | None) -> None:
+    """Pace every request by `pacing` from now on; set where the drivers are made
+    (provisioner.drivers.registry), from what the cloud or the sandbox enforces."""
+    PACER.configure(pacing)

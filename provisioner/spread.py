@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from provisioner.quotas import PACER
+
 # Below this many items, one process's CPU for them fits within about one round trip where a
 # listing costs 0.5-1 ms (a hundred against 100 ms), so helpers would gain little.
 SPREAD_FROM = 100
@@ -259,6 +261,9 @@ class _Helpers:
 
 def _forkable() -> bool:
     if not sys.platform.startswith("linux"):
+        return False
+    if PACER.pacing is not None:  # a helper's own buckets would add to this process's quota
+        _log.debug("not forking helpers: requests are paced by the clouds' quotas")
         return False
     if threading.active_count() > 1:
         _log.debug("not forking helpers: %d threads run already", threading.active_count())

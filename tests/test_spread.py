@@ -25,7 +25,10 @@ from provisioner.spread import SPREAD_FROM, _helper_count, _shares
 
 PROLOGUE = """\
 import json, os, sys, threading
+from provisioner.quotas import set_pacing
 from provisioner.spread import spread
+
+set_pacing(None)  # as against a sandbox that enforces no quotas: helpers may be forked
 
 PARENT = os.getpid()
 results = {}
@@ -99,6 +102,17 @@ def test_shares_follow_their_weights_each_a_mix_of_the_whole():
 def test_a_small_batch_stays_in_this_process(tmp_path):
     out = run_script(f"spread(square, list(range({SPREAD_FROM - 1})), keep)\nreport()\n", tmp_path)
     assert all_made_here(out, SPREAD_FROM - 1)
+
+
+def test_a_process_pacing_by_the_clouds_quotas_does_its_work_alone(tmp_path):
+    # Each helper would keep buckets of its own, and together send more than the quota.
+    body = """
+        from provisioner.quotas import Pacing
+        set_pacing(Pacing())
+        spread(square, list(range(300)), keep)
+        report()
+        """
+    assert all_made_here(run_script(body, tmp_path))
 
 
 def test_a_process_already_running_threads_does_its_work_alone(tmp_path):

@@ -41,6 +41,7 @@ from provisioner.errors import (
     NotFound,
     NotOwned,
     OperationFailed,
+    Throttled,
     Unavailable,
     cloud_error,
 )
@@ -57,6 +58,7 @@ from provisioner.pools import (
     Scaling,
     Taint,
 )
+from provisioner.quotas import PACER, action_kind, quota_scope
 from provisioner.sdks import import_sdk
 
 # The pool labels the tool writes on ACK Edge pools to name the GPUs of machines it never sees.
@@ -240,9 +242,16 @@ class AckDriver:
         from darabonba.runtime import RuntimeOptions
 
         client = self._client(cluster)
-        with _sdk_errors():
-            runtime = RuntimeOptions(max_idle_conns=self._connections)
-            response = getattr(client, method)(*args, {}, runtime)
+        action = method.removesuffix("_with_options")  # describe_cluster_node_pools ...
+        scope, kind = quota_scope(cluster), action_kind(action)
+        PACER.pace(scope, kind, action)
+        try:
+            with _sdk_errors():
+                runtime = RuntimeOptions(max_idle_conns=self._connections)
+                response = getattr(client, method)(*args, {}, runtime)
+        except Throttled as error:
+            PACER.throttled(scope, kind, action, error.retry_after)
+            raise
         return response.body.to_map() if response.body is not None else {}
 
     def _find(self, cluster: ClusterRef, name: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from provisioner.errors import (
 )
 from provisioner.hardware import AutoscalerHints
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
+from provisioner.quotas import PACER, method_kind, quota_scope
 from provisioner.sdks import import_sdk
 
 _TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>\w+)$")
@@ -178,7 +179,9 @@ class AksDriver:
             else:
                 credential = _SandboxCredential()
                 options["base_url"] = self._endpoint
-            self._clients[subscription] = ContainerServiceClient(credential, subscription, **options)
+            self._clients[subscription] = ContainerServiceClient(
+                credential, subscription, per_retry_policies=[_paced(subscription)], **options
+            )
         return self._clients[subscription]
 
     def _read(self, cluster: ClusterRef, name: str) -> PoolState:
@@ -243,6 +246,26 @@ class AksDriver:
         first = self._times.first_poll(kind, self._polling, retry_after)
         done = wait_until(finished, self._operation_timeout, what, schedule=self._polling, first_poll=first)
         self._times.record(kind, seconds_between(done.get("startTime"), done.get("endTime")))
+
+
+def _paced(subscription: str) -> Any:
+    """An azure-core policy that takes each request's token from its subscription's ARM bucket of
+    its kind (provisioner.quotas), and slows that bucket where ARM answers 429 all the same."""
+    from azure.core.pipeline.policies import SansIOHTTPPolicy
+
+    scope = quota_scope(ClusterRef("aks", subscription, "", ""))
+
+    class Paced(SansIOHTTPPolicy):  # type: ignore[type-arg]
+        def on_request(self, request: Any) -> None:
+            PACER.pace(scope, method_kind(request.http_request.method))
+
+        def on_response(self, request: Any, response: Any) -> None:
+            answer = response.http_response
+            if answer.status_code == 429:
+                retry_after = retry_after_seconds(answer.headers.get("Retry-After"))
+                PACER.throttled(scope, method_kind(request.http_request.method), "", retry_after)
+
+    return Paced()
 
 
 def _initial_response(pipeline_response: Any, deserialized: Any, headers: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +43,7 @@ from provisioner.pools import (
     Scaling,
     Taint,
 )
+from provisioner.quotas import PACER, action_kind, quota_scope
 from provisioner.retry import RetryPolicy
 from provisioner.sdks import import_sdk
 
@@ -244,9 +246,9 @@ class EksDriver:
                 session = boto3.session.Session(
                     aws_access_key_id="sandbox", aws_secret_access_key="sandbox", region_name=cluster.location
                 )
-            self._clients[service, cluster.location] = session.client(
-                service, endpoint_url=self._endpoint, config=config
-            )
+            client = session.client(service, endpoint_url=self._endpoint, config=config)
+            _pace(client, quota_scope(dataclasses.replace(cluster, name="")))
+            self._clients[service, cluster.location] = client
         return self._clients[service, cluster.location]
 
     @property
@@ -392,6 +394,23 @@ def _observed(group: dict[str, Any]) -> PoolState:
         fleet_name=fleet_name,
         generation=generation,
     )
+
+
+def _pace(client: Any, scope: tuple[str, ...]) -> None:
+    """Every call of the client takes its token from its action's bucket in the account and region
+    (provisioner.quotas) first, and a throttled answer slows that bucket (botocore's events)."""
+
+    def before(model: Any, **_: Any) -> None:
+        PACER.pace(scope, action_kind(model.name), model.name)
+
+    def after(http_response: Any, parsed: Any, model: Any, **_: Any) -> None:
+        code = (parsed or {}).get("Error", {}).get("Code", "")
+        if http_response.status_code == 429 or code in _CODES.throttled:
+            retry_after = retry_after_seconds(http_response.headers.get("retry-after"))
+            PACER.throttled(scope, action_kind(model.name), model.name, retry_after)
+
+    client.meta.events.register("before-call", before)
+    client.meta.events.register("after-call", after)
 
 
 @contextlib.contextmanager

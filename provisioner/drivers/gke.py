@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -41,6 +42,7 @@ from provisioner.pools import (
     Scaling,
     Taint,
 )
+from provisioner.quotas import PACER, method_kind, quota_scope
 from provisioner.sdks import import_sdk
 
 # Node labels GKE sets itself (FACTS.md): never the user's, never drift.
@@ -182,6 +184,7 @@ class GkeDriver:
             transport = self._client_instance._transport
             _read_environment_once(transport._session, transport._host)
             size_connection_pool(transport._session, requests_at_once("gke"))
+            _pace(transport._session)
         return self._client_instance
 
     def _list_node_pools_json(self, parent: str) -> dict[str, Any]:
@@ -411,6 +414,29 @@ def _observed(pool: Any) -> PoolState:
         fleet_name=fleet_name,
         generation=generation,
     )
+
+
+_PROJECT = re.compile(r"/projects/([^/]+)/")
+
+
+def _pace(session: Any) -> None:
+    """Every request of the SDK's session (its RPCs and the listing sent through it) takes its
+    token from its project's Kubernetes Engine API quota (provisioner.quotas) first."""
+    send = session.request
+
+    def paced(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        project = _PROJECT.search(url)
+        if project is None:  # no project's quota counts it (there is none such in this API)
+            return send(method, url, *args, **kwargs)
+        scope = quota_scope(ClusterRef("gke", project.group(1), "", ""))
+        PACER.pace(scope, method_kind(method))
+        response = send(method, url, *args, **kwargs)
+        if response.status_code == 429:
+            retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+            PACER.throttled(scope, method_kind(method), "", retry_after)
+        return response
+
+    session.request = paced
 
 
 def _read_environment_once(session: Any, url: str) -> None:

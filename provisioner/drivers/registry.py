@@ -44,12 +44,37 @@ def load_class(path: str) -> Any:
 
 def connect(cloud: str, sandbox: str | Path | None = None) -> Driver:
     """The driver for `cloud`, talking to the real cloud or, given a sandbox directory, its emulator."""
+    from provisioner import quotas
+
     endpoint = None
     if sandbox is not None:
         endpoint = read_endpoints(sandbox).get(cloud)
         if endpoint is None:
             raise SandboxNotRunning(f"the sandbox at {sandbox} runs no {cloud} emulator; restart it")
+    quotas.set_pacing(pacing_for(sandbox))
     return load_class(DRIVERS[cloud])(endpoint)
+
+
+def pacing_for(sandbox: str | Path | None) -> Any:
+    """The quotas requests are paced by: a real cloud's as published; a sandbox's as
+    `sandbox serve --quotas` wrote them in its endpoints file ({"scale", "speedup"}), or None
+    where it enforces none (or is not there: connecting says so)."""
+    from provisioner import quotas
+
+    if sandbox is None:
+        return quotas.Pacing()
+    try:
+        enforced = read_endpoints(sandbox).get("quotas")
+    except SandboxNotRunning:
+        return None
+    if not isinstance(enforced, dict):
+        return None
+    try:
+        return quotas.Pacing(float(enforced.get("scale", 1.0)), float(enforced.get("speedup", 1.0)))
+    except (TypeError, ValueError):
+        raise SandboxNotRunning(
+            f"the sandbox's endpoints file says quotas {enforced!r}; restart it"
+        ) from None
 
 
 ENDPOINTS_FILE = "endpoints.json"  # as `sandbox serve --dir DIR` writes it

@@ -457,19 +457,21 @@ def _zones(row: Mapping[str, Any]) -> ZoneRules:
 
 
 def _quota(row: Mapping[str, Any]) -> Quota:
-    if "window" in row:
-        # N requests per W seconds, as a bucket that never lets more through in any W seconds:
-        # a fifth of N at once, the rest refilled over W (size + W * refill = N).
-        requests, seconds = row["window"]["requests"], row["window"]["seconds"]
-        buckets = {"all": Bucket(requests / 5, (requests - requests / 5) / seconds)}
-    else:
-        buckets = {kind: Bucket(b["size"], b["perSecond"]) for kind, b in row["buckets"].items()}
     return Quota(
         scope=tuple(row["scope"]),
         counted_by=row["countedBy"],
-        buckets=buckets,
+        buckets={kind: _bucket(limit) for kind, limit in row["buckets"].items()},
         published=row.get("published", True),
     )
+
+
+def _bucket(limit: Mapping[str, Any]) -> Bucket:
+    if "requests" in limit:
+        # N requests per W seconds, as a bucket that never lets more through in any W seconds:
+        # a fifth of N at once, the rest refilled over W (size + W * refill = N).
+        requests, seconds = limit["requests"], limit["seconds"]
+        return Bucket(requests / 5, (requests - requests / 5) / seconds)
+    return Bucket(limit["size"], limit["perSecond"])
 
 
 def _polling(row: Mapping[str, Any]) -> PollSchedule:

@@ -1,0 +1,99 @@
+"""The drivers pace themselves by each cloud's quota (provisioner.quotas, clouds.yaml `quota`): a
+burst beyond the bucket waits for its refill rather than being refused.
+
+Per cloud, over the wire against a sandbox that enforces the clouds' quotas from their own
+documentation (provisioner/sandbox/quotas.py), scaled down and sped up alike on both sides (the
+endpoints file says how), so that a burst of 30 requests is past every limit. The same burst sent
+without pacing is throttled by the sandbox: it is beyond the bucket; paced, it is not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import requests
+
+from provisioner import hardware, quotas
+from provisioner.clusters import ClusterRef, Target
+from provisioner.drivers.registry import connect
+from provisioner.errors import Throttled
+from provisioner.sandbox.quotas import QuotaSettings
+from provisioner.sandbox.server import Sandbox, SandboxSettings
+
+BURST = 30
+# One request each: a pool listing, and for EKS (whose listing is a list, then describes) its
+# DescribeCluster.
+READS = {
+    "aks": lambda driver, ref: driver.list_pools(ref),
+    "gke": lambda driver, ref: driver.list_pools(ref),
+    "eks": lambda driver, ref: driver.kubernetes_version(ref),
+    "ack": lambda driver, ref: driver.list_pools(ref),
+}
+EKS_EXTRAS = {"node_role": "arn:aws:iam::123456789012:role/eks-nodes", "subnets": ["subnet-0p"]}
+CLUSTERS = {
+    "aks": ClusterRef("aks", "00000000-0000-0000-0000-0000000000b1", "ml", "paced-aks"),
+    "gke": ClusterRef("gke", "pacing-project", "us-central1", "paced-gke"),
+    "eks": ClusterRef("eks", "", "us-west-2", "paced-eks", EKS_EXTRAS),
+    "ack": ClusterRef("ack", "", "cn-hangzhou", "c00000000000000000000000000pace01"),
+}
+# (scale, speedup) under which BURST requests at once are past each cloud's limit in the sandbox,
+# and the waits short: AKS's read bucket 10, refilled 20 a second; GKE's window 20 requests a
+# second; EKS's DescribeCluster bucket 10, refilled 20 a second; ACK's window 10 per half second.
+KNOBS = {"aks": (0.04, 20.0), "gke": (0.004, 100.0), "eks": (0.1, 10.0), "ack": (1.0, 2.0)}
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    targets = [Target(ref.name, ref) for ref in CLUSTERS.values()]
+    running = Sandbox(tmp_path_factory.mktemp("pacing"), SandboxSettings(quotas=True)).start(targets)
+    yield running
+    running.stop()
+    quotas.set_pacing(quotas.Pacing())
+
+
+def burst(sandbox: Sandbox, cloud: str, paced: bool) -> tuple[list[Any], dict[str, Any], float]:
+    """BURST reads (READS) of the cloud's cluster at once, through its driver; what each returned or
+    raised, the sandbox's counts for them and the seconds they took."""
+    scale, speedup = KNOBS[cloud]
+    sandbox.emulators[cloud].enforce_quotas(QuotaSettings(scale, speedup))  # afresh, counts at zero
+    driver = connect(cloud, sandbox.directory)
+    quotas.set_pacing(quotas.Pacing(scale, speedup) if paced else None)
+    ref, read = CLUSTERS[cloud], READS[cloud]
+
+    def attempt(_: int) -> Any:
+        try:
+            return read(driver, ref)
+        except Throttled as error:
+            return error
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=BURST) as pool:
+        results = list(pool.map(attempt, range(BURST)))
+    elapsed = time.monotonic() - started
+    report = requests.get(sandbox.endpoints[cloud] + "/sandbox/quotas", timeout=10).json()
+    return results, report, elapsed
+
+
+@pytest.mark.parametrize("cloud", list(CLUSTERS))
+def test_a_burst_beyond_the_bucket_is_refused_unpaced(sandbox: Sandbox, cloud: str) -> None:
+    _, report, _ = burst(sandbox, cloud, paced=False)
+    assert report["throttled"] > 0
+
+
+@pytest.mark.parametrize("cloud", list(CLUSTERS))
+def test_a_burst_beyond_the_bucket_is_paced_not_refused(sandbox: Sandbox, cloud: str) -> None:
+    results, report, elapsed = burst(sandbox, cloud, paced=True)
+    assert report["throttled"] == 0, report["scopes"]
+    assert report["requests"] == BURST
+    assert not [r for r in results if isinstance(r, Exception)]
+    # The requests past the tool's own bucket waited for its refill: the last one this long.
+    scale, speedup = KNOBS[cloud]
+    quota = hardware.load().clouds[cloud].quota
+    bucket = quota.buckets["all" if quota.counted_by == "all" else "read"]
+    size = max(1.0, bucket.size * scale * quotas.HEADROOM)
+    rate = bucket.per_second * scale * speedup * quotas.HEADROOM
+    assert elapsed >= 0.9 * (BURST - size) / rate
