@@ -14,19 +14,21 @@ past a bucket's burst, a token bucket admits its refill rate, a window its size 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
-
-from tests.fleets import fleet_text
+from typing import IO
 
 from bench import fleet_world
 from bench.figures import Figure
+from tests.fleets import fleet_text
 
 BIG, SHARDS = 3000, 4
 CPU_FLEET, LATENCY_FLEET, LATENCY_MS = 300, 30, 200.0
@@ -50,6 +52,10 @@ def _big_fleet() -> list[Figure]:
         reports = world.quota_reports()
         plan_floor, throttled = quota_floor(reports), sum(r["throttled"] for r in reports.values())
         peak_mb = usage.ru_maxrss / 1024
+        print(
+            f"bench fleet: plan {wall:.1f} s, floor {plan_floor:.1f} s, {throttled} 429s, {peak_mb:.0f} MB",
+            file=sys.stderr,
+        )
         world.quotas_on()  # afresh for the sync: its buckets full, as after a night
         database = _scratch_database()
         catalog = f"{POSTGRES.rsplit('/', 1)[0]}/{database}"
@@ -124,28 +130,37 @@ def _seconds_for(limit: dict, requests: int) -> float:
 
 def _timed(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, resource.struct_rusage]:
     """The command's wall time and resource use, run to its end; its output is not kept."""
-    started = time.perf_counter()
-    child = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
-    )
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) not in (0, 2):
-        raise RuntimeError(f"{' '.join(command)} failed: {child.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+    with tempfile.TemporaryFile() as errors:  # not a pipe: a long run's progress would fill one
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=errors, env={**os.environ, **(env or {})}
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        _check(command, os.waitstatus_to_exitcode(status), errors)
     return wall, usage
 
 
 def _timed_together(commands: Sequence[Sequence[str]], env: dict[str, str]) -> float:
     """Wall time from starting every command at once to the last one's end."""
-    started = time.perf_counter()
-    children = [
-        subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env})
-        for c in commands
-    ]
-    for command, child in zip(commands, children, strict=True):
-        if child.wait() != 0:
-            raise RuntimeError(f"{' '.join(command)} failed: {child.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-    return time.perf_counter() - started
+    with contextlib.ExitStack() as stack:
+        outputs = [stack.enter_context(tempfile.TemporaryFile()) for _ in commands]
+        started = time.perf_counter()
+        children = [
+            subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=out, env={**os.environ, **env})
+            for c, out in zip(commands, outputs, strict=True)
+        ]
+        codes = [child.wait() for child in children]
+        wall = time.perf_counter() - started
+        for command, code, out in zip(commands, codes, outputs, strict=True):
+            _check(command, code, out)
+    return wall
+
+
+def _check(command: Sequence[str], code: int, errors: IO[bytes]) -> None:
+    if code not in (0, 2):  # 2: plan's changes, never an error here
+        errors.seek(0)
+        raise RuntimeError(f"{' '.join(command)} exited {code}: {errors.read().decode()[-2000:]}")
 
 
 def _scratch_database() -> str:
