@@ -22,9 +22,9 @@ from provisioner import hardware
 from provisioner.clusters import ClusterRef
 from provisioner.hardware import Bucket
 
-# The share of each published size and rate the tool takes: requests sent in order may reach the
-# cloud out of it, and its clock is not ours.
-HEADROOM = 0.95
+# The share of each published rate, and of each burst, the tool takes: requests sent in order may
+# reach the cloud bunched (a thread sends late, the next on time), and its clock is not ours.
+HEADROOM, BURST_HEADROOM = 0.95, 0.9
 # After a 429, the bucket refills at this share of its rate for SLOWED_SECONDS.
 SLOWED_SHARE, SLOWED_SECONDS = 0.5, 60.0
 # What a request's API action says of its kind, by the action's first word (ListNodegroups,
@@ -136,8 +136,10 @@ class Pacer:
 
     def _scaled(self, bucket: Bucket) -> tuple[float, float]:
         assert self.pacing is not None
-        scale = self.pacing.scale * HEADROOM
-        return max(1.0, bucket.size * scale), bucket.per_second * scale * self.pacing.speedup
+        scale = self.pacing.scale
+        return max(
+            1.0, bucket.size * scale * BURST_HEADROOM
+        ), bucket.per_second * scale * HEADROOM * self.pacing.speedup
 
     def configure(self, pacing: Pacing | None) -> None:
         """Pace by `pacing` from now on (None: not at all), with the buckets afresh if it changed."""

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from werkzeug.wrappers import Request, Response
 
-    from provisioner.sandbox.wire import ApiError
 
 QUOTAS_PATH = "/sandbox/quotas"  # every emulator answers GET here with its counts (`QuotaGate.report`)
 Kind = Literal["token_bucket", "window"]
@@ -257,7 +256,7 @@ class QuotaWire:
     answer, and the header (if any) that tells a client what is left in the bucket."""
 
     scope: Callable[[Request], str | None]
-    throttled: Callable[[Verdict], ApiError]
+    throttled: Callable[[Verdict], Exception]  # the cloud's ApiError (sandbox.wire, which imports this)
     action: Callable[[Request], str] = lambda request: ""
     remaining_header: Callable[[str], str | None] = lambda limit_class: None
 
