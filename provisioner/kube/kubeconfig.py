@@ -7,6 +7,16 @@ than the cluster's own requests. Here the files are merged once, as the client m
 read again only when one of them changed on disk, so a long-lived process sees edits. Each
 client is then made by the client's own KubeConfigLoader, so contexts, credentials and errors
 are exactly the client's.
+
+Clients share their connections: every client's urllib3 PoolManager keeps its pools in one
+container for the process, where urllib3 keys each pool by its host and every TLS setting (CA,
+client certificate, server name, proxy; urllib3's PoolKey). Contexts that reach one API server
+with the same TLS settings (a gateway such as Rancher's, or the sandbox's, serving many clusters
+under one host) then reuse each other's kept-alive connections rather than each making its own TLS
+handshake, most of a small read's CPU. Credentials are not part of a connection: a bearer token
+goes in each request's header. client-go shares one transport per TLS configuration alike
+(kubernetes/client-go transport/cache.go, tlsConfigKey: CA, client certificate and key, server
+name, insecure; no token, no host).
 """
 
 from __future__ import annotations
@@ -28,10 +38,20 @@ from kubernetes.config.kube_config import (
     KubeConfigLoader,
     KubeConfigMerger,
 )
+from urllib3 import PoolManager
 
 # PyYAML's safe loader in C where it is built (same YAML, same types), else in Python.
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LISTS = ("clusters", "contexts", "users")  # merged by name across the files
+# Connections kept per pool (one API server and its TLS settings), at least: a hundred clusters
+# read at once (contexts.MAX_PARALLEL_CLUSTERS) through one gateway, up to four reads each
+# (verify's nodes, pods, ConfigMap and ResourceSlices). A pool opens only as many as are used at
+# once; past this number urllib3 would drop each extra one and log a warning for it.
+CONNECTIONS_KEPT = 400
+# Pools kept, the least recently used dropped (its connections closed when no request holds them):
+# a fleet's API servers read at once, so that a plan's reads of different servers do not evict
+# each other's pools while they run.
+POOLS_KEPT = 128
 
 
 class _Merger(KubeConfigMerger):
@@ -163,10 +183,32 @@ class Kubeconfig:
         return [c["name"] for c in self.loader().list_contexts()]
 
     def client(self, context: str) -> ApiClient:
-        """A client for `context`, as new_client_from_config makes it."""
+        """A client for `context`, as new_client_from_config makes it, its connections shared."""
         configuration = type.__call__(Configuration)  # the client's way to skip copying the default
         self.loader(context).load_and_set(configuration)
-        return ApiClient(configuration=configuration)
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, CONNECTIONS_KEPT)
+        api = ApiClient(configuration=configuration)
+        manager = getattr(api.rest_client, "pool_manager", None)
+        if isinstance(manager, PoolManager):  # ProxyManager too: urllib3 keys its pools by the proxy
+            manager.pools = _CONNECTIONS.pools
+        return api
+
+
+class _SharedPools:
+    """This process's urllib3 pools, an LRU by urllib3's PoolKey, made as a PoolManager makes its
+    own; every client's PoolManager keeps its pools here."""
+
+    def __init__(self) -> None:
+        self.forget()
+
+    def forget(self) -> None:
+        """Start with no pools; in a forked child (provisioner.spread's helpers), so that it opens
+        its own: the parent's connections are the parent's, and their lock may be copied held."""
+        self.pools: Any = PoolManager(num_pools=POOLS_KEPT).pools
+
+
+_CONNECTIONS = _SharedPools()
+os.register_at_fork(after_in_child=_CONNECTIONS.forget)
 
 
 def _narrowed(
