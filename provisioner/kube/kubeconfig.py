@@ -205,6 +205,9 @@ class _SharedPools:
         """Start with no pools; in a forked child (provisioner.spread's helpers), so that it opens
         its own: the parent's connections are the parent's, and their lock may be copied held."""
         self.pools: Any = PoolManager(num_pools=POOLS_KEPT).pools
+        # A pool evicted is dropped, not closed, as urllib3 2 does (1.26 closed it): a request on
+        # another thread may still be using it, and would fail on a closed pool.
+        self.pools.dispose_func = None
 
 
 _CONNECTIONS = _SharedPools()
