@@ -35,6 +35,7 @@ from kubernetes.config import ConfigException
 from kubernetes.config.kube_config import (
     ENV_KUBECONFIG_PATH_SEPARATOR,
     ConfigNode,
+    FileOrData,
     KubeConfigLoader,
     KubeConfigMerger,
 )
@@ -168,8 +169,11 @@ class Kubeconfig:
         # Credentials a loader refreshes (gcp, oidc) are written back, as new_client_from_config does.
         # Loaders share the parsed file: a copy each costs what the one read saves. Only those two
         # legacy auth providers write into it (the clouds' CLIs now write exec plugins, which do not).
+        narrowed = _narrowed(merger.config, index, context)
+        if narrowed is not merger.config:
+            _inline_files_written(narrowed)
         return KubeConfigLoader(
-            config_dict=_narrowed(merger.config, index, context),
+            config_dict=narrowed,
             active_context=context,
             config_base_path=None,
             config_persister=lambda: self._save(merger),
@@ -239,6 +243,34 @@ def _narrowed(
         "users": [user] if user is not None else [],
     }
     return ConfigNode(config.name, value, config.path)
+
+
+# What a loader writes to a temporary file when the kubeconfig holds it inline, by the list, the
+# entry's key and the field (kube_config.KubeConfigLoader._load_cluster_info, for https servers).
+_INLINE_FILES = (
+    ("clusters", "cluster", "certificate-authority"),
+    ("users", "user", "client-certificate"),
+    ("users", "user", "client-key"),
+)
+_WRITING_FILES = threading.Lock()
+
+
+def _inline_files_written(narrowed: ConfigNode) -> None:
+    """The CA, client certificate and key a context's entries hold inline, each written to its
+    temporary file by the client's own FileOrData, one thread at a time, before its loader
+    needs them. The client keeps one file per content but takes no lock: loaders made at once
+    each wrote one (all but the last left behind in the temporary directory), one could read a
+    file another had named but not yet written, and clients of one CA named different files, so
+    urllib3 kept a pool for each and they shared no connection."""
+    cluster = narrowed.value["clusters"][0].value.get("cluster")
+    if not isinstance(cluster, dict) or not str(cluster.get("server", "")).startswith("https"):
+        return  # the loader writes no file for it
+    with _WRITING_FILES:
+        for item, key, field in _INLINE_FILES:
+            for entry in narrowed.value[item]:
+                spec = entry.value.get(key)
+                if isinstance(spec, dict) and spec.get(f"{field}-data"):
+                    FileOrData(spec, field).as_file()
 
 
 _SHARED: dict[str, Kubeconfig] = {}

@@ -4,6 +4,7 @@ each request still sent with its own context's credentials; a forked helper open
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,27 @@ def test_clusters_of_one_api_server_share_its_connection_each_with_its_own_token
         assert {n["metadata"]["name"] for n in kube.nodes()} == seen[
             "azure"
         ]  # and the right one still served
+
+
+def test_clients_made_at_once_for_one_ca_share_one_pool(world: KubeWorld):
+    """Loaders made on many threads at once each write the inline CA where it is not yet written:
+    they must all name one file, or urllib3 keys a pool for each and none shares a connection."""
+    access = KubeAccess(kubeconfig=world.kubeconfig)
+    clusters = [CLUSTERS[i % len(CLUSTERS)] for i in range(64)]
+    start = threading.Barrier(len(clusters))
+    pools: list[Any] = [None] * len(clusters)
+
+    def connect(i: int) -> None:
+        start.wait()
+        with access.connect(clusters[i], clusters[i]) as kube:
+            pools[i] = _pool(kube, clusters[i])
+
+    threads = [threading.Thread(target=connect, args=(i,)) for i in range(len(clusters))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(pool) for pool in pools}) == 1
 
 
 @pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")  # what is tested
