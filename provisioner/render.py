@@ -7,6 +7,7 @@ package first (installed), then beside it (a checkout, editable or on PYTHONPATH
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from dataclasses import dataclass
@@ -48,7 +49,43 @@ class RenderedCluster:
     note: str = ""  # why nothing is needed, where so
 
 
+# Documents dumped before, by their plain content: a fleet's clusters share a few device-plugin
+# configs, and ruamel's pure-Python dump of each costs more than rendering the rest of a cluster.
+_DUMPED: dict[tuple[Any, int], str] = {}
+_DUMPED_MAX = 1024  # documents kept; past it the cache starts again
+
+
+class _NotPlain(Exception):
+    """The data holds something other than dicts, lists and plain scalars: dumped, not cached."""
+
+
+def _content(data: Any) -> Any:
+    """A hashable stand-in for plain data that differs wherever its YAML could (each value's exact
+    type kept: 1, 1.0, True and "1" dump differently); _NotPlain for anything else."""
+    kind = type(data)
+    if kind in (str, int, float, bool, type(None)):
+        return (kind, data)
+    if kind is list:
+        return (list, tuple(_content(item) for item in data))
+    if kind is dict:
+        return (dict, tuple((_content(k), _content(v)) for k, v in data.items()))
+    raise _NotPlain
+
+
 def to_yaml(data: Any, width: int = 80) -> str:
+    try:
+        key = (_content(data), width)
+    except _NotPlain:
+        return _dump(data, width)
+    text = _DUMPED.get(key)
+    if text is None:
+        if len(_DUMPED) >= _DUMPED_MAX:
+            _DUMPED.clear()
+        text = _DUMPED[key] = _dump(data, width)
+    return text
+
+
+def _dump(data: Any, width: int) -> str:
     out = io.StringIO()
     yaml = YAML(typ="safe", pure=True)
     yaml.width = width  # a CEL expression reads best on one line
@@ -63,10 +100,12 @@ _PACKAGE = Path(__file__).resolve().parent
 TEMPLATE_DIRS = (_PACKAGE / "templates", _PACKAGE.parent / "templates")
 
 
+@functools.cache  # once per process: each template is then compiled once, not once per cluster
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(d) for d in TEMPLATE_DIRS if d.is_dir()]),
         undefined=jinja2.StrictUndefined,
+        auto_reload=False,  # package data, fixed while the process runs: no stat per template used
         keep_trailing_newline=True,
         autoescape=False,  # YAML, not HTML
     )
@@ -225,10 +264,29 @@ def render_cluster(compiled: CompiledCluster, version: KubernetesVersion | None 
             else cloud.gpu_stack_note
             or f"{cloud.title} partitions and shares GPUs itself: nothing to install",
         )
+    context = _gpu_operator_context(compiled)
     env = _environment()
+    files = {
+        filename: env.get_template(f"{filename}.j2").render(context)
+        for filename in (DEVICE_PLUGIN_FILE, GPU_OPERATOR_FILE)
+    }
+    return RenderedCluster(name, files | dra)
+
+
+def render_device_plugin_config(compiled: CompiledCluster) -> str | None:
+    """The device-plugin ConfigMap of render_cluster's files alone (plan compares it with the
+    cluster's); None where the cloud needs none."""
+    if not compiled.uses_gpu_operator:
+        return None
+    template = _environment().get_template(f"{DEVICE_PLUGIN_FILE}.j2")
+    return template.render(_gpu_operator_context(compiled))
+
+
+def _gpu_operator_context(compiled: CompiledCluster) -> dict[str, Any]:
+    """What the device-plugin ConfigMap's and the GPU Operator values' templates are given."""
     configs = {DEFAULT_CONFIG_KEY: default_device_plugin_config()}
     configs |= {c.key: c.document() for c in compiled.device_plugin_configs}
-    context = {
+    return {
         "cluster": compiled.cluster,
         "cloud": compiled.cloud,
         "namespace": NAMESPACE,
@@ -238,11 +296,6 @@ def render_cluster(compiled: CompiledCluster, version: KubernetesVersion | None 
         "values": gpu_operator_values(compiled),
         "chart": hardware.load().gpu_operator_chart,
     }
-    files = {
-        filename: env.get_template(f"{filename}.j2").render(context)
-        for filename in (DEVICE_PLUGIN_FILE, GPU_OPERATOR_FILE)
-    }
-    return RenderedCluster(name, files | dra)
 
 
 def render_fleet(

@@ -179,3 +179,27 @@ def test_values_header_pins_the_chart_version():
         "--create-namespace -f <this file>"
     ) in header
     assert hardware.load().gpu_operator_chart.version == CHART_VERSION
+
+
+@pytest.mark.parametrize("example", EXAMPLE_FILES, ids=lambda p: p.name)
+def test_plan_compares_the_very_config_map_render_prints(example):
+    """Plan's document (rendered alone, its configs' YAML kept between clusters, parsed by the C
+    parser) is the one `render` prints, cluster by cluster."""
+    from provisioner.kube.configmap import desired_document
+
+    compiled = compile_file(example)
+    for cluster, rendered in zip(compiled.clusters, render_fleet(compiled), strict=True):
+        text = rendered.files.get(DEVICE_PLUGIN_FILE)
+        assert desired_document(cluster) == (None if text is None else load_yaml(text))
+
+
+def test_to_yaml_tells_apart_values_that_compare_equal():
+    """1, 1.0, True and "1" are equal or alike to Python, not to YAML: each is dumped as itself,
+    however often and in whatever order they come."""
+    from provisioner.render import to_yaml
+
+    values = [1, 1.0, True, "1", None, [1], {"1": 1}]
+    first = [to_yaml({"v": v}) for v in values]
+    assert len(set(first)) == len(values)
+    assert [to_yaml({"v": v}) for v in reversed(values)] == list(reversed(first))
+    assert [load_yaml(text)["v"] for text in first] == values

@@ -10,11 +10,13 @@ pools whose label names it alone, since their nodes would come up with no sharin
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError
 
 from provisioner.compile import CompiledCluster
 from provisioner.errors import KubeUnreachable
@@ -28,10 +30,27 @@ def desired_document(compiled: CompiledCluster) -> dict[str, Any] | None:
     """The ConfigMap `render` prints for the cluster, as an object; None where the cloud needs none."""
     if not compiled.uses_gpu_operator:  # render prints nothing for it: no templates to load
         return None
-    from provisioner.render import DEVICE_PLUGIN_FILE, render_cluster  # jinja2, only where rendering
+    from provisioner.render import render_device_plugin_config  # jinja2, only where rendering
 
-    text = render_cluster(compiled).files.get(DEVICE_PLUGIN_FILE)
-    return None if text is None else YAML(typ="safe", pure=True).load(text)
+    text = render_device_plugin_config(compiled)
+    if text is None:
+        return None
+    try:  # ruamel's C parser where ruamel.yaml.clib is built: a fifth of the pure parser's CPU
+        return _loader().load(text)
+    except MarkedYAMLError:  # libyaml scans by YAML 1.1: the pure parser judges what it refuses
+        return YAML(typ="safe", pure=True).load(text)
+
+
+_LOADERS = threading.local()
+
+
+def _loader() -> YAML:
+    """This thread's safe loader: a YAML() looks for plug-ins on disk each time it is made, and
+    one instance must not load on two threads at once."""
+    loader = getattr(_LOADERS, "yaml", None)
+    if loader is None:
+        loader = _LOADERS.yaml = YAML(typ="safe")
+    return loader
 
 
 def needed_keys(compiled: CompiledCluster) -> tuple[str, ...]:

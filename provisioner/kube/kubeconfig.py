@@ -7,6 +7,16 @@ than the cluster's own requests. Here the files are merged once, as the client m
 read again only when one of them changed on disk, so a long-lived process sees edits. Each
 client is then made by the client's own KubeConfigLoader, so contexts, credentials and errors
 are exactly the client's.
+
+Clients share their connections: every client's urllib3 PoolManager keeps its pools in one
+container for the process, where urllib3 keys each pool by its host and every TLS setting (CA,
+client certificate, server name, proxy; urllib3's PoolKey). Contexts that reach one API server
+with the same TLS settings (a gateway such as Rancher's, or the sandbox's, serving many clusters
+under one host) then reuse each other's kept-alive connections rather than each making its own TLS
+handshake, most of a small read's CPU. Credentials are not part of a connection: a bearer token
+goes in each request's header. client-go shares one transport per TLS configuration alike
+(kubernetes/client-go transport/cache.go, tlsConfigKey: CA, client certificate and key, server
+name, insecure; no token, no host).
 """
 
 from __future__ import annotations
@@ -25,13 +35,24 @@ from kubernetes.config import ConfigException
 from kubernetes.config.kube_config import (
     ENV_KUBECONFIG_PATH_SEPARATOR,
     ConfigNode,
+    FileOrData,
     KubeConfigLoader,
     KubeConfigMerger,
 )
+from urllib3 import PoolManager
 
 # PyYAML's safe loader in C where it is built (same YAML, same types), else in Python.
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LISTS = ("clusters", "contexts", "users")  # merged by name across the files
+# Connections kept per pool (one API server and its TLS settings), at least: a hundred clusters
+# read at once (contexts.MAX_PARALLEL_CLUSTERS) through one gateway, up to four reads each
+# (verify's nodes, pods, ConfigMap and ResourceSlices). A pool opens only as many as are used at
+# once; past this number urllib3 would drop each extra one and log a warning for it.
+CONNECTIONS_KEPT = 400
+# Pools kept, the least recently used dropped (its connections closed when no request holds them):
+# a fleet's API servers read at once, so that a plan's reads of different servers do not evict
+# each other's pools while they run.
+POOLS_KEPT = 128
 
 
 class _Merger(KubeConfigMerger):
@@ -148,8 +169,11 @@ class Kubeconfig:
         # Credentials a loader refreshes (gcp, oidc) are written back, as new_client_from_config does.
         # Loaders share the parsed file: a copy each costs what the one read saves. Only those two
         # legacy auth providers write into it (the clouds' CLIs now write exec plugins, which do not).
+        narrowed = _narrowed(merger.config, index, context)
+        if narrowed is not merger.config:
+            _inline_files_written(narrowed)
         return KubeConfigLoader(
-            config_dict=_narrowed(merger.config, index, context),
+            config_dict=narrowed,
             active_context=context,
             config_base_path=None,
             config_persister=lambda: self._save(merger),
@@ -163,10 +187,35 @@ class Kubeconfig:
         return [c["name"] for c in self.loader().list_contexts()]
 
     def client(self, context: str) -> ApiClient:
-        """A client for `context`, as new_client_from_config makes it."""
+        """A client for `context`, as new_client_from_config makes it, its connections shared."""
         configuration = type.__call__(Configuration)  # the client's way to skip copying the default
         self.loader(context).load_and_set(configuration)
-        return ApiClient(configuration=configuration)
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, CONNECTIONS_KEPT)
+        api = ApiClient(configuration=configuration)
+        manager = getattr(api.rest_client, "pool_manager", None)
+        if isinstance(manager, PoolManager):  # ProxyManager too: urllib3 keys its pools by the proxy
+            manager.pools = _CONNECTIONS.pools
+        return api
+
+
+class _SharedPools:
+    """This process's urllib3 pools, an LRU by urllib3's PoolKey, made as a PoolManager makes its
+    own; every client's PoolManager keeps its pools here."""
+
+    def __init__(self) -> None:
+        self.forget()
+
+    def forget(self) -> None:
+        """Start with no pools; in a forked child (provisioner.spread's helpers), so that it opens
+        its own: the parent's connections are the parent's, and their lock may be copied held."""
+        self.pools: Any = PoolManager(num_pools=POOLS_KEPT).pools
+        # A pool evicted is dropped, not closed, as urllib3 2 does (1.26 closed it): a request on
+        # another thread may still be using it, and would fail on a closed pool.
+        self.pools.dispose_func = None
+
+
+_CONNECTIONS = _SharedPools()
+os.register_at_fork(after_in_child=_CONNECTIONS.forget)
 
 
 def _narrowed(
@@ -194,6 +243,34 @@ def _narrowed(
         "users": [user] if user is not None else [],
     }
     return ConfigNode(config.name, value, config.path)
+
+
+# What a loader writes to a temporary file when the kubeconfig holds it inline, by the list, the
+# entry's key and the field (kube_config.KubeConfigLoader._load_cluster_info, for https servers).
+_INLINE_FILES = (
+    ("clusters", "cluster", "certificate-authority"),
+    ("users", "user", "client-certificate"),
+    ("users", "user", "client-key"),
+)
+_WRITING_FILES = threading.Lock()
+
+
+def _inline_files_written(narrowed: ConfigNode) -> None:
+    """The CA, client certificate and key a context's entries hold inline, each written to its
+    temporary file by the client's own FileOrData, one thread at a time, before its loader
+    needs them. The client keeps one file per content but takes no lock: loaders made at once
+    each wrote one (all but the last left behind in the temporary directory), one could read a
+    file another had named but not yet written, and clients of one CA named different files, so
+    urllib3 kept a pool for each and they shared no connection."""
+    cluster = narrowed.value["clusters"][0].value.get("cluster")
+    if not isinstance(cluster, dict) or not str(cluster.get("server", "")).startswith("https"):
+        return  # the loader writes no file for it
+    with _WRITING_FILES:
+        for item, key, field in _INLINE_FILES:
+            for entry in narrowed.value[item]:
+                spec = entry.value.get(key)
+                if isinstance(spec, dict) and spec.get(f"{field}-data"):
+                    FileOrData(spec, field).as_file()
 
 
 _SHARED: dict[str, Kubeconfig] = {}
