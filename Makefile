@@ -21,7 +21,8 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 3
+	# Each module whole on one worker, the slowest of the last run first (tests/ordering.py).
+	$(BIN)/python -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
