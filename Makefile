@@ -19,9 +19,9 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
+# Each test module whole on one worker, the slowest of the last run first (tests/ordering.py).
 test: $(STAMP)
 	$(BIN)/ruff check .
-	# Each module whole on one worker, the slowest of the last run first (tests/ordering.py).
 	$(BIN)/python -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder
 
 lint: $(STAMP)
