@@ -19,9 +19,10 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
+# Each test module whole on one worker, the slowest of the last run first (tests/ordering.py).
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 3
+	$(BIN)/python -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -24,12 +24,16 @@ from provisioner.drivers import OPERATION_TIMEOUT, Driver, Pending, wait_until
 from provisioner.errors import KubeUnreachable, OperationTimeout, RolloutStopped
 from provisioner.hardware import PollSchedule
 from provisioner.kube.contexts import KubeAccess
+from provisioner.kube.drain import EVICTION_RETRY
 from provisioner.nvidia import MIG_CONFIG_LABEL
 from provisioner.plan import Change
 from provisioner.pools import PoolState
 
-# How often the new nodes are looked at while they come up: they take minutes on a real cloud.
-READY_POLLING = PollSchedule(first=1.0, factor=1.3, ceiling=15.0)
+# How often the new nodes are looked at while they come up, on the drivers' schedule shape
+# (clouds.yaml `polling`): 0.1 s after the cloud said the pool is made, when its nodes are often
+# already up, then 30% of the time waited, so nodes that take minutes are looked at every 15 s
+# (chosen: no cloud publishes how often to read a node's readiness).
+READY_POLLING = PollSchedule(first=0.1, factor=1.3, ceiling=15.0)
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ class RolloutSettings:
     max_unavailable: int = 1  # nodes reconfigured at once
     ready_timeout: float = OPERATION_TIMEOUT  # for the new nodes to come up and give their slices
     node_timeout: float = 900.0  # for one node to take a new MIG layout or device-plugin config
-    eviction_retry: float = 5.0  # seconds between evictions a budget refused (kubectl drain's 5 s)
+    eviction_retry: PollSchedule = EVICTION_RETRY  # between evictions a budget refused (up to kubectl's 5 s)
     polling: PollSchedule = READY_POLLING
 
 
@@ -138,7 +142,7 @@ class Rollout:
                     nodes,
                     timeout=self.settings.drain_timeout,
                     force=self.settings.force_drain,
-                    retry_seconds=self.settings.eviction_retry,
+                    retry=self.settings.eviction_retry,
                     progress=self.say,
                 )
         except KubeUnreachable as error:
@@ -190,7 +194,7 @@ class Rollout:
                     timeout=self.settings.node_timeout,
                     drain_timeout=self.settings.drain_timeout,
                     force=self.settings.force_drain,
-                    retry_seconds=self.settings.eviction_retry,
+                    retry=self.settings.eviction_retry,
                     progress=self.say,
                 )
         except KubeUnreachable as error:

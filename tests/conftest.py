@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ordering import Recorder, longest_first
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
@@ -60,3 +62,18 @@ def pool_file(fleet_file: Callable[[str], Path]) -> Callable[[str, str], Path]:
         return fleet_file(HEADERS[cloud] + textwrap.indent(textwrap.dedent(pools), "      "))
 
     return write
+
+
+_RECORDER = Recorder()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    longest_first(config, items)  # tests/ordering.py: the slowest modules of the last run first
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _RECORDER.add(report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _RECORDER.save(session)

@@ -1,9 +1,10 @@
 """Progress where nothing is redrawn: `apply` run as CI or a CronJob runs it, its stdout a pipe.
 
 Each operation's start and outcome must reach the pipe when it happens, and on long operations a
-"still running" line, as `terraform apply` logs "Still creating... [1m0s elapsed]". The apply and
-the sandbox run as real processes; lines are read as they arrive, and what is checked is their
-order and what the clouds hold when a line arrives, never how long anything took.
+"still running" line, as `terraform apply` logs "Still creating... [1m0s elapsed]". The apply runs
+as a real process (its stdout a pipe), against `sandbox serve` or a sandbox in the test's process;
+lines are read as they arrive, and what is checked is their order and what the clouds hold when a
+line arrives, never how long anything took.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +26,9 @@ from provisioner.compile import compile_file
 from provisioner.drivers.registry import connect
 from tests.conftest import ROOT
 
-OP_SECONDS = "5"  # each pool operation (a cluster runs one at a time): room for a loaded machine
+# Each pool operation (a cluster runs one at a time): what the test reads when a line arrives (one
+# listing, its driver already loaded) has the 3 s until the next operation begins.
+OP_SECONDS = "3"
 HEARTBEAT = "0.5"  # seconds between "still running" lines (PROVISIONER_PROGRESS_INTERVAL)
 
 
@@ -111,6 +115,7 @@ def owned(directory: Path, fleet: Path, cluster: str) -> set[str]:
 
 def test_apply_logs_each_operation_when_it_ends_and_what_still_runs(sandbox: tuple[Path, Path]):
     fleet, directory = sandbox
+    assert owned(directory, fleet, "gcp") == set()  # and the driver loaded before apply starts
     apply = run_piped(fleet, directory, "apply", "--no-kube")
     assert apply.stdout is not None
     lines: list[str] = []
@@ -154,10 +159,27 @@ def test_apply_logs_each_operation_when_it_ends_and_what_still_runs(sandbox: tup
     )
 
 
-def test_destroy_logs_its_operations_the_same_way(sandbox: tuple[Path, Path]):
-    fleet, directory = sandbox
+def test_destroy_logs_its_operations_the_same_way(tmp_path: Path):
+    """The pools made at once (the sandbox's operations instant), then destroyed at OP_SECONDS each."""
+    from provisioner.sandbox.server import Sandbox, SandboxSettings
+
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(fleet_text(uuid.uuid4().hex[:8]), encoding="utf-8")
+    targets = [c.target for c in compile_file(fleet).clusters]
+    running = Sandbox(tmp_path / "sandbox", SandboxSettings()).start(targets)
+    try:
+        _destroy_logs(fleet, running)
+    finally:
+        running.stop()
+
+
+def _destroy_logs(fleet: Path, running: Any) -> None:
+    directory = running.directory
     applied = run_piped(fleet, directory, "apply", "--no-kube")
     assert applied.wait(timeout=60) == 0
+    assert owned(directory, fleet, "gcp") == {"mig", "shared", "spare"}
+    for engine in running.engines.values():
+        engine.op_seconds = float(OP_SECONDS)
     destroy = run_piped(fleet, directory, "destroy")
     assert destroy.stdout is not None
     first: tuple[str, bool, set[str]] | None = None

@@ -182,7 +182,8 @@ def test_a_replacement_killed_at_any_step_is_finished_by_the_next_apply(tmp_path
 
 
 def _watch(served: Served, done: threading.Event) -> None:
-    """Record every cloud pool that exists while the test runs."""
+    """Record every cloud pool that exists while the test runs: each is listed for at least the
+    1 s its create takes (--op-seconds 1), so a look each 0.25 s sees every one."""
     while not done.is_set():
         served.pools()
-        time.sleep(0.05)
+        time.sleep(0.25)

@@ -22,11 +22,20 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from provisioner.errors import KubeUnreachable
+from provisioner.hardware import PollSchedule
 from provisioner.kube.contexts import Kube
 from provisioner.kube.inspect import FINISHED_PHASES, quantity
 from provisioner.nvidia import MIG_CONFIG_LABEL
 
-POLL_SECONDS = 1.0  # kubectl's waitForDelete polls each second
+# A refused eviction is tried again 0.1 s later, then each wait twice the last, as Karpenter
+# retries its evictions (sigs.k8s.io/karpenter terminator/eviction.go: evictionQueueBaseDelay
+# 100 ms, exponential), but never more than kubectl drain's 5 s apart (EvictErrorRetryDelay,
+# FACTS.md §2): a budget freed soon (its pod's replacement Ready) is seen soon, a long one is
+# asked no more often than kubectl asks it.
+EVICTION_RETRY = PollSchedule(first=0.1, factor=2.0, ceiling=5.0)
+# An evicted pod, and a relabelled node, are looked at on the same doubling schedule, up to each
+# second as kubectl's waitForDelete polls (pkg/drain/drain.go); the 0.1 s start is chosen.
+POLLING = PollSchedule(first=0.1, factor=2.0, ceiling=1.0)
 MAX_PARALLEL_EVICTIONS = 32  # kubectl runs one goroutine per pod; a thread each costs more
 FORCE_MARGIN_SECONDS = 10.0  # past a forced pod's grace period, how long it may take to go
 GPU_RESOURCE_PREFIXES = ("nvidia.com/", "aliyun.com/gpu")  # NVIDIA's device plugin's and ACK cGPU's
@@ -140,14 +149,14 @@ def drain(
     timeout: float,
     force: bool = False,
     only: Callable[[dict[str, Any]], bool] | None = None,
-    retry_seconds: float = 5.0,
-    poll_seconds: float = POLL_SECONDS,
+    retry: PollSchedule = EVICTION_RETRY,
+    polling: PollSchedule = POLLING,
     progress: Progress | None = None,
 ) -> DrainResult:
     """Cordon `nodes` and evict their pods (those `only` selects), all at once, until `timeout`
     seconds from now; KubeUnreachable where a node cannot be cordoned or listed."""
     say = _Say(progress)
-    evictor = _Evictor(kube, time.monotonic() + timeout, force, retry_seconds, poll_seconds, say)
+    evictor = _Evictor(kube, time.monotonic() + timeout, force, retry, polling, say)
     for node in nodes:  # all first: no pod evicted from one lands on the next
         cordon(kube, node)
         say(f"node {node} cordoned")
@@ -185,8 +194,8 @@ class _Evictor:
     kube: Kube
     deadline: float  # time.monotonic()'s
     force: bool
-    retry_seconds: float
-    poll_seconds: float
+    retry: PollSchedule  # between tries of an eviction a budget refused, by the time refused so far
+    polling: PollSchedule  # between looks at an evicted pod, by the time since its eviction
     say: _Say
 
     def evict(self, node: str, pod: dict[str, Any]) -> PodOutcome:
@@ -200,7 +209,7 @@ class _Evictor:
     def _evict(self, node: str, pod: dict[str, Any]) -> PodOutcome:
         """The eviction, tried again on each 429 until the deadline, then waited out."""
         ref = f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
-        refused_before = False
+        refused_since: float | None = None
         while True:
             try:
                 answer = self.kube.evict(pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
@@ -218,10 +227,13 @@ class _Evictor:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
                 return _outcome(pod, node, "blocked", answer.message)
-            wait = max(self.retry_seconds, answer.retry_after or 0.0)
-            if not refused_before:
-                self.say(f"pod {ref} not evicted yet, trying each {wait:g}s: {answer.message}")
-                refused_before = True
+            if refused_since is None:
+                refused_since = time.monotonic()
+                self.say(
+                    f"pod {ref} not evicted yet, trying again, at most {self.retry.ceiling:g}s apart: "
+                    f"{answer.message}"
+                )
+            wait = max(self.retry.interval(time.monotonic() - refused_since), answer.retry_after or 0.0)
             time.sleep(min(wait, remaining))
 
     def _force(self, pod: dict[str, Any], blocked: PodOutcome) -> PodOutcome:
@@ -240,7 +252,7 @@ class _Evictor:
 
     def _gone(self, pod: dict[str, Any], until: float) -> bool:
         """Whether the pod is gone, or a new one took its name, before `until` (waitForDelete)."""
-        metadata = pod["metadata"]
+        metadata, since = pod["metadata"], time.monotonic()
         while True:
             try:
                 now = self.kube.pod(metadata.get("namespace", ""), metadata["name"])
@@ -251,7 +263,7 @@ class _Evictor:
             remaining = until - time.monotonic()
             if remaining <= 0:
                 return False
-            time.sleep(min(self.poll_seconds, remaining))
+            time.sleep(min(self.polling.interval(time.monotonic() - since), remaining))
 
 
 # Node-by-node reconfiguration
@@ -330,8 +342,8 @@ def reconfigure_nodes(
     timeout: float,
     drain_timeout: float,
     force: bool = False,
-    retry_seconds: float = 5.0,
-    poll_seconds: float = POLL_SECONDS,
+    retry: PollSchedule = EVICTION_RETRY,
+    polling: PollSchedule = POLLING,
     progress: Progress | None = None,
 ) -> list[NodeOutcome]:
     """Set `labels` on `nodes`, `max_unavailable` at a time in their order: cordon, drain the pods
@@ -340,9 +352,7 @@ def reconfigure_nodes(
     if max_unavailable < 1:
         raise ValueError("max_unavailable must be at least 1")
     say = _Say(progress)
-    rollout = _Rollout(
-        kube, labels, wait_for, timeout, drain_timeout, force, retry_seconds, poll_seconds, say
-    )
+    rollout = _Rollout(kube, labels, wait_for, timeout, drain_timeout, force, retry, polling, say)
     outcomes: dict[str, NodeOutcome] = {}
     for start in range(0, len(nodes), max_unavailable):
         batch = list(nodes[start : start + max_unavailable])
@@ -381,8 +391,8 @@ class _Rollout:
     timeout: float
     drain_timeout: float
     force: bool
-    retry_seconds: float
-    poll_seconds: float
+    retry: PollSchedule
+    polling: PollSchedule
     say: _Say
 
     def batch(self, nodes: dict[str, dict[str, Any]]) -> dict[str, NodeOutcome]:
@@ -390,7 +400,7 @@ class _Rollout:
         try:
             drained = drain(
                 self.kube, list(nodes), timeout=self.drain_timeout, force=self.force, only=uses_gpu,
-                retry_seconds=self.retry_seconds, poll_seconds=self.poll_seconds, progress=self.say,
+                retry=self.retry, polling=self.polling, progress=self.say,
             )  # fmt: skip
         except KubeUnreachable as exc:
             return {name: _failed(name, f"not drained: {exc}", self.say, None) for name in nodes}
@@ -422,7 +432,8 @@ class _Rollout:
     def _wait(self, waiting: dict[str, dict[str, Any]], drained: DrainResult) -> dict[str, NodeOutcome]:
         """Each node's outcome once `wait_for` holds, fails, or the timeout passed."""
         outcomes: dict[str, NodeOutcome] = {}
-        deadline = time.monotonic() + self.timeout
+        started = time.monotonic()
+        deadline = started + self.timeout
         shown: dict[str, str] = {}
         while waiting:
             for name in list(waiting):
@@ -450,7 +461,7 @@ class _Rollout:
                     outcomes[name] = _failed(name, why, self.say, drained)
                 break
             if waiting:
-                time.sleep(min(self.poll_seconds, remaining))
+                time.sleep(min(self.polling.interval(time.monotonic() - started), remaining))
         return outcomes
 
     def _done(self, name: str, drained: DrainResult) -> NodeOutcome:

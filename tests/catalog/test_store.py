@@ -171,57 +171,81 @@ def test_a_sqlite_catalog_that_is_a_directory_or_not_a_database_is_one_clear_err
 
 MIGRATE_WHEN_TOLD = """
 import sys
+import traceback
 from sqlalchemy import text
 from provisioner.catalog.store import Store
 
-store = Store(sys.argv[1])
-with store.engine.connect() as conn:  # connected before the start, so all five migrate at once
-    conn.execute(text("SELECT 1"))
-print("ready", flush=True)
-sys.stdin.readline()
-store.migrate()
+for line in sys.stdin:
+    if line == "next\\n":  # a first use, as a new process's: a new engine, connected and waiting
+        store = Store(sys.argv[1])
+        with store.engine.connect() as conn:  # connected before the start, so all five migrate at once
+            conn.execute(text("SELECT 1"))
+        print("ready", flush=True)
+    elif line == "go\\n":
+        try:
+            store.migrate()
+            print("migrated", flush=True)
+        except Exception as error:
+            print("failed: " + traceback.format_exception_only(error)[-1].strip(), flush=True)
+        store.engine.dispose()
 """
 
 
-def _migrate_five_at_once(catalog_url: str) -> list[str]:
-    """Five processes, each connected and waiting, told to migrate one after the other at once;
-    the error line of each that failed."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", MIGRATE_WHEN_TOLD, catalog_url],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for _ in range(5)
-    ]
-    for worker in workers:
-        if worker.stdout.readline() != "ready\n":  # it ended before: say why
-            _, stderr = worker.communicate(timeout=120)
-            pytest.fail(f"a worker ended before it was ready: {stderr.strip()[-2000:]}")
-    for worker in workers:
-        worker.stdin.write("go\n")
-        worker.stdin.flush()
-    failures = []
-    for worker in workers:
-        _, stderr = worker.communicate(timeout=120)
-        if worker.returncode != 0:
-            failures += [line for line in stderr.splitlines() if "Error" in line][-1:]
-    return failures
+class _Migrators:
+    """Five processes, each making a fresh first use of the catalog when told, and migrating when
+    told, all at once; one set for every round (a process's start-up is most of a round)."""
+
+    def __init__(self, catalog_url: str):
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+        self.workers = [
+            subprocess.Popen(
+                [sys.executable, "-c", MIGRATE_WHEN_TOLD, catalog_url],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for _ in range(5)
+        ]
+
+    def _tell(self, word: str) -> list[str]:
+        for worker in self.workers:
+            worker.stdin.write(word + "\n")
+            worker.stdin.flush()
+        answers = []
+        for worker in self.workers:
+            answer = worker.stdout.readline()
+            if not answer:  # it ended: say why
+                _, stderr = worker.communicate(timeout=120)
+                pytest.fail(f"a worker ended: {stderr.strip()[-2000:]}")
+            answers.append(answer.rstrip("\n"))
+        return answers
+
+    def migrate_at_once(self) -> list[str]:
+        """Each connected and waiting, then told to migrate one after the other at once; the error
+        line of each that failed."""
+        assert self._tell("next") == ["ready"] * 5
+        return [answer for answer in self._tell("go") if answer != "migrated"]
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.communicate(timeout=120)  # its stdin closed: it ends
 
 
 def test_five_first_uses_at_once_all_migrate_the_fresh_catalog(catalog_url: str):
     store = Store(catalog_url)
-    for _ in range(3):  # three fresh starts: a race lost once in a while shows up
-        assert _migrate_five_at_once(catalog_url) == []
-        with store.engine.begin() as conn:
-            assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [HEAD]
-            Base.metadata.drop_all(conn)
-            conn.execute(text("DROP TABLE alembic_version"))
+    migrators = _Migrators(catalog_url)
+    try:
+        for _ in range(3):  # three fresh starts: a race lost once in a while shows up
+            assert migrators.migrate_at_once() == []
+            with store.engine.begin() as conn:
+                assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+                assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [HEAD]
+                Base.metadata.drop_all(conn)
+                conn.execute(text("DROP TABLE alembic_version"))
+    finally:
+        migrators.close()
 
 
 def test_clusters_queued_behind_the_writer_are_written_in_one_batch_each_on_its_own(catalog_url: str):

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,15 +49,18 @@ class Served:
     endpoints: dict[str, str] = field(default_factory=dict)
 
     def provisioner(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PROVISIONER_LOCK_DIR": ""}
-        return subprocess.run(
-            [*PROVISIONER, "--sandbox", str(self.directory), *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-            check=False,
-        )
+        """The tool's command line run in this process, as `python -m provisioner` runs it (its
+        `main`), without a new interpreter importing the clouds' SDKs each time (1.5-2 s a run)."""
+        from click.testing import CliRunner
+
+        from provisioner.cli import main
+
+        command = ["--sandbox", str(self.directory), *args]
+        done = CliRunner().invoke(main, command, env={"PROVISIONER_LOCK_DIR": ""})
+        stderr = done.stderr
+        if done.exc_info is not None and not isinstance(done.exception, SystemExit):
+            stderr += "".join(traceback.format_exception(*done.exc_info))  # as the process would print it
+        return subprocess.CompletedProcess(["provisioner", *command], done.exit_code, done.stdout, stderr)
 
     def gcloud(self, *args: str) -> subprocess.CompletedProcess[str]:
         config = self.directory / "gcloud"

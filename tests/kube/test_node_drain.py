@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
-from provisioner.kube.drain import DrainResult, drain, uses_gpu
+from provisioner.hardware import PollSchedule
+from provisioner.kube.drain import EVICTION_RETRY, POLLING, DrainResult, drain, uses_gpu
 from tests.kube.workloads import NS, Cluster, wait_for
 
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
-FAST = {"retry_seconds": 0.02, "poll_seconds": 0.02}
+EVERY_20_MS = PollSchedule(first=0.02, factor=1.0, ceiling=0.02)  # the drain's waits, kept short
+FAST = {"retry": EVERY_20_MS, "polling": EVERY_20_MS}
 
 
 @pytest.fixture
@@ -86,6 +88,18 @@ def _two_pods_no_disruption(cluster: Cluster) -> tuple[str, list[str]]:
     return node, sorted(_running(cluster, "web"))
 
 
+def test_a_refused_eviction_is_tried_again_soon_then_never_more_often_than_kubectl():
+    """Karpenter's doubling from 0.1 s, up to kubectl drain's 5 s between tries; an evicted pod is
+    looked at on the same doubling up to kubectl's waitForDelete second."""
+    for schedule, ceiling in ((EVICTION_RETRY, 5.0), (POLLING, 1.0)):
+        waited, intervals = 0.0, []
+        for _ in range(12):
+            intervals.append(schedule.interval(waited))
+            waited += intervals[-1]
+        doubling = [0.1 * 2**n for n in range(12)]
+        assert intervals == pytest.approx([min(d, ceiling) for d in doubling])
+
+
 def test_a_budget_that_allows_none_blocks_the_drain_at_its_timeout_and_nothing_is_deleted(
     cluster: Cluster,
 ) -> None:
@@ -102,7 +116,7 @@ def test_a_budget_that_allows_none_blocks_the_drain_at_its_timeout_and_nothing_i
     assert cluster.core.read_node(node).spec.unschedulable is True
     # one line per pod when first refused (not each retry), one when given up on; no \r
     assert sorted(line for line in lines if "not evicted yet" in line) == [
-        f"pod {NS}/{pod} not evicted yet, trying each 0.02s: {why}" for pod in pods
+        f"pod {NS}/{pod} not evicted yet, trying again, at most 0.02s apart: {why}" for pod in pods
     ]
     assert sorted(line for line in lines if " blocked: " in line) == [
         f"pod {NS}/{pod} blocked: {why}" for pod in pods

@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
+from provisioner.hardware import PollSchedule
 from provisioner.kube.drain import WaitFor, reconfigure_nodes
 from tests.kube.workloads import Cluster, wait_for
 
 MIG, STATE = "nvidia.com/mig.config", "nvidia.com/mig.config.state"
 OLD, NEW = "all-1g.5gb", "all-3g.20gb"
-FAST = {"timeout": 10.0, "drain_timeout": 10.0, "retry_seconds": 0.02, "poll_seconds": 0.02}
+EVERY_20_MS = PollSchedule(first=0.02, factor=1.0, ceiling=0.02)  # the drain's waits, kept short
+FAST = {"timeout": 10.0, "drain_timeout": 10.0, "retry": EVERY_20_MS, "polling": EVERY_20_MS}
 
 
 @pytest.fixture
