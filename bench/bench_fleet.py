@@ -4,7 +4,6 @@ as a user runs them, against a sandbox that enforces each cloud's published API 
 - plan of 3,000 clusters x 4 pools over 30 quota scopes (tests/fleets.py): its wall time beside
   the quota floor, the 429s it received, and its peak memory;
 - sync of the same into PostgreSQL as 4 shards at once (`sync --shard I/4`), beside its floor;
-- plan of 300 clusters, quotas off, ConfigMap reads on: the command's CPU seconds;
 - plan of 30 clusters at 200 ms latency: round trips (the latency run minus a zero-latency run).
 
 The quota floor is the time the sandbox's quotas (provisioner/sandbox/quotas.py, the clouds'
@@ -31,7 +30,7 @@ from bench.figures import Figure
 from tests.fleets import fleet_text
 
 BIG, SHARDS = 3000, 4
-CPU_FLEET, LATENCY_FLEET, LATENCY_MS = 300, 30, 200.0
+LATENCY_FLEET, LATENCY_MS = 30, 200.0
 RUNS = 3  # of the latency pair: each run is a whole command
 POSTGRES = os.environ.get(
     "PROVISIONER_BENCH_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -40,7 +39,7 @@ PROVISIONER = [sys.executable, "-m", "provisioner"]
 
 
 def run() -> list[Figure]:
-    return [*_big_fleet(), _plan_cpu(), _plan_latency()]
+    return [*_big_fleet(), _plan_latency()]
 
 
 def _big_fleet() -> list[Figure]:
@@ -84,17 +83,6 @@ def _big_fleet() -> list[Figure]:
             sync, round(sync_wall, 1), "s", round(sync_floor, 1), "floor: the quotas' time for its requests"
         ),
     ]
-
-
-def _plan_cpu() -> Figure:
-    world = fleet_world.start(fleet_text(CPU_FLEET))
-    try:
-        _, usage = _timed([*PROVISIONER, "plan", str(world.fleet), "--sandbox", str(world.sandbox_dir)])
-    finally:
-        world.stop()
-    cpu = usage.ru_utime + usage.ru_stime
-    name = f"`provisioner plan` CPU, {CPU_FLEET} clusters x 4 pools, quotas off, ConfigMap reads on"
-    return Figure(name, round(cpu, 2), "CPU s", 4.0, "goal")
 
 
 def _plan_latency() -> Figure:

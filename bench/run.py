@@ -75,7 +75,6 @@ GOALS: list[tuple[str, str, float, str]] = [
     ("429s received", "goal", 0.0, "none"),
     ("peak memory of the plan, 3,000", "goal", 1.0, "<= 600 MB"),
     ("sync, 3,000 clusters", "floor:", 1.3, "<= 1.3 x the quota floor"),
-    ("`provisioner plan` CPU, 300", "goal", 1.0, "<= 4 CPU s"),
     ("`provisioner plan`, 30 clusters", "floor:", 2.5 / 2, "<= 2.5 round trips"),
 ]
 
@@ -104,10 +103,6 @@ MEANINGS: list[tuple[str, str]] = [
         "sync, 3,000 clusters",
         "wall time from starting `sync --shard I/4` for every I at once to the last one's end, into one "
         "PostgreSQL catalog, beside the quotas' time for the requests they made",
-    ),
-    (
-        "`provisioner plan` CPU",
-        "user and system CPU of the whole `provisioner plan` command, the clusters' ConfigMaps read",
     ),
     (
         "`provisioner plan`, 30 clusters",
