@@ -9,14 +9,13 @@ so the clouds hold what `apply` would have made; the quotas start afresh after t
 from __future__ import annotations
 
 import json
-import multiprocessing
 import tempfile
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from bench import world
 from provisioner.compile import CompiledFleet, compile_file, desired_state
 from provisioner.observe import Drivers
 from provisioner.sandbox.endpoints import write_endpoints
@@ -27,17 +26,8 @@ from provisioner.sandbox.serving import serve_alone
 CREATING_AT_ONCE = 64  # threads creating pools: the emulators', not the network's, pace
 
 
-@dataclass
-class FleetWorld:
-    directory: Path
-    fleet: Path
-    compiled: CompiledFleet
-    process: multiprocessing.process.BaseProcess
-    control: Connection
-
-    @property
-    def sandbox_dir(self) -> Path:
-        return self.directory / "sandbox"
+class FleetWorld(world.BenchWorld):
+    """A BenchWorld of every cloud whose child also takes commands: quotas on, latency."""
 
     def ask(self, command: object) -> object:
         self.control.send(command)
@@ -60,7 +50,7 @@ class FleetWorld:
         return reports
 
     def stop(self) -> None:
-        self.control.send(("stop",))
+        self.ask(("stop",))
         self.process.join(timeout=60)
 
 
@@ -69,19 +59,11 @@ def start(fleet_text: str, *, create_pools: bool = True) -> FleetWorld:
     fleet = directory / "fleet.yaml"
     fleet.write_text(fleet_text, encoding="utf-8")
     compiled = compile_file(fleet)
-    parent, child = multiprocessing.Pipe()
-    process = multiprocessing.get_context("fork").Process(
-        target=_serve,
-        kwargs={"directory": directory / "sandbox", "compiled": compiled, "control": child},
-        daemon=True,
-    )
-    process.start()
-    if parent.recv() != "ready":
-        raise RuntimeError("the bench sandbox did not start")
-    world = FleetWorld(directory, fleet, compiled, process, parent)
+    process, parent = world.fork_sandbox(_serve, directory=directory / "sandbox", compiled=compiled)
+    started = FleetWorld(directory, fleet, compiled, process, parent)
     if create_pools:
-        _create_pools(world)
-    return world
+        _create_pools(started)
+    return started
 
 
 def _create_pools(world: FleetWorld) -> None:
@@ -99,6 +81,7 @@ def _serve(*, directory: Path, compiled: CompiledFleet, control: Connection) -> 
     while True:
         command, *args = control.recv()
         if command == "stop":
+            control.send("done")
             break
         if command == "quotas":
             settings = QuotaSettings(*args)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import multiprocessing
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Any
 
 from provisioner.compile import CompiledFleet, compile_file
 from provisioner.fleet import GkeCluster
@@ -66,23 +69,28 @@ def start(
     fleet = directory / "fleet.yaml"
     fleet.write_text(fleet_text(clusters, pools), encoding="utf-8")
     compiled = compile_file(fleet)
+    process, parent = fork_sandbox(
+        _serve,
+        directory=directory / "sandbox",
+        compiled=compiled,
+        created=created,
+        latency_ms=latency_ms,
+        op_seconds=op_seconds,
+    )
+    return BenchWorld(directory, fleet, compiled, process, parent)
+
+
+def fork_sandbox(serve: Callable[..., None], **kwargs: Any) -> tuple[BaseProcess, Connection]:
+    """serve(control=..., **kwargs) in a forked child, returned once it says it is ready."""
     parent, child = multiprocessing.Pipe()
     process = multiprocessing.get_context("fork").Process(
-        target=_serve,
-        kwargs={
-            "directory": directory / "sandbox",
-            "compiled": compiled,
-            "created": created,
-            "latency_ms": latency_ms,
-            "op_seconds": op_seconds,
-            "control": child,
-        },
-        daemon=True,
+        target=serve, kwargs={**kwargs, "control": child}, daemon=True
     )
     process.start()
+    child.close()  # so a child that dies is an EOFError here, not a wait forever
     if parent.recv() != "ready":
         raise RuntimeError("the bench sandbox did not start")
-    return BenchWorld(directory, fleet, compiled, process, parent)
+    return process, parent
 
 
 def _serve(
