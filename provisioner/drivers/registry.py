@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from provisioner import quotas
 from provisioner.drivers import Driver
 from provisioner.errors import SandboxNotRunning
 
@@ -44,8 +45,6 @@ def load_class(path: str) -> Any:
 
 def connect(cloud: str, sandbox: str | Path | None = None) -> Driver:
     """The driver for `cloud`, talking to the real cloud or, given a sandbox directory, its emulator."""
-    from provisioner import quotas
-
     endpoint = None
     if sandbox is not None:
         endpoint = read_endpoints(sandbox).get(cloud)
@@ -55,12 +54,10 @@ def connect(cloud: str, sandbox: str | Path | None = None) -> Driver:
     return load_class(DRIVERS[cloud])(endpoint)
 
 
-def pacing_for(sandbox: str | Path | None) -> Any:
+def pacing_for(sandbox: str | Path | None) -> quotas.Pacing | None:
     """The quotas requests are paced by: a real cloud's as published; a sandbox's as
     `sandbox serve --quotas` wrote them in its endpoints file ({"scale", "speedup"}), or None
     where it enforces none (or is not there: connecting says so)."""
-    from provisioner import quotas
-
     if sandbox is None:
         return quotas.Pacing()
     try:
