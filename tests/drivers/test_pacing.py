@@ -4,7 +4,9 @@ burst beyond the bucket waits for its refill rather than being refused.
 Per cloud, over the wire against a sandbox that enforces the clouds' quotas from their own
 documentation (provisioner/sandbox/quotas.py), scaled down and sped up alike on both sides (the
 endpoints file says how), so that a burst of 30 requests is past every limit. The same burst sent
-without pacing is throttled by the sandbox: it is beyond the bucket; paced, it is not.
+without pacing is throttled by the sandbox: it is beyond the bucket; paced, it is not. Paced by
+quotas looser than the sandbox's, the 429s it answers reach each driver's hook and empty the
+request's bucket until their Retry-After.
 """
 
 from __future__ import annotations
@@ -97,3 +99,45 @@ def test_a_burst_beyond_the_bucket_is_paced_not_refused(sandbox: Sandbox, cloud:
     size = max(1.0, bucket.size * scale * quotas.BURST_HEADROOM)
     rate = bucket.per_second * scale * speedup * quotas.HEADROOM
     assert elapsed >= 0.9 * (BURST - size) / rate
+
+
+# The bucket each READS request takes from, by the action its driver names it with (ARM and the
+# Kubernetes Engine API count by kind or all, so none).
+ACTIONS = {"aks": "", "gke": "", "eks": "DescribeCluster", "ack": "describe_cluster_node_pools"}
+LOOSER = 20  # the tool paced by 20 times the sandbox's quotas: another client shares them, say
+
+
+@pytest.mark.parametrize("cloud", list(CLUSTERS))
+def test_a_429_over_the_wire_empties_that_requests_bucket_until_its_retry_after(
+    sandbox: Sandbox, cloud: str
+) -> None:
+    """Each driver's hook hears the cloud's throttling answer: the burst fits the tool's (too
+    loose) bucket, so without the hook the next two requests would go at once; after a 429 the
+    first waits out its Retry-After and the second the bucket's slowed refill."""
+    scale, speedup = KNOBS[cloud]
+    sandbox.emulators[cloud].enforce_quotas(QuotaSettings(scale, speedup))  # afresh, counts at zero
+    driver = connect(cloud, sandbox.directory)
+    pacing = quotas.Pacing(scale * LOOSER, speedup)
+    quotas.set_pacing(pacing)
+    ref, read = CLUSTERS[cloud], READS[cloud]
+    scope = quotas.quota_scope(ref)
+    quota = hardware.load().clouds[cloud].quota
+    bucket = quota.buckets["all" if quota.counted_by == "all" else "read"]
+    assert bucket.size * scale * LOOSER * quotas.HEADROOM > BURST + 2  # the whole burst fits in it
+
+    def attempt(_: int) -> tuple[float, Any]:
+        started = time.monotonic()
+        try:
+            return started, read(driver, ref)
+        except Throttled as error:
+            return started, error
+
+    with ThreadPoolExecutor(max_workers=BURST) as pool:
+        results = list(pool.map(attempt, range(BURST)))
+    throttled = [(started, error) for started, error in results if isinstance(error, Throttled)]
+    assert throttled, "the sandbox throttled none of the burst"
+    first, second = (quotas.PACER.delay(scope, "read", ACTIONS[cloud]) for _ in range(2))
+    now = time.monotonic()
+    assert second > 0  # the bucket is empty: no burst left
+    # ... and the first token comes no sooner than the latest Retry-After the hook heard
+    assert first >= max((error.retry_after or 0.0) - (now - started) for started, error in throttled) - 1e-3
