@@ -104,7 +104,7 @@ def test_a_burst_beyond_the_bucket_is_paced_not_refused(sandbox: Sandbox, cloud:
 # The bucket each READS request takes from, by the action its driver names it with (ARM and the
 # Kubernetes Engine API count by kind or all, so none).
 ACTIONS = {"aks": "", "gke": "", "eks": "DescribeCluster", "ack": "describe_cluster_node_pools"}
-LOOSER = 20  # the tool paced by 20 times the sandbox's quotas: another client shares them, say
+LOOSER = 100  # the tool's buckets 100 times the sandbox's size (refilled alike): another client's, say
 
 
 @pytest.mark.parametrize("cloud", list(CLUSTERS))
@@ -112,18 +112,18 @@ def test_a_429_over_the_wire_empties_that_requests_bucket_until_its_retry_after(
     sandbox: Sandbox, cloud: str
 ) -> None:
     """Each driver's hook hears the cloud's throttling answer: the burst fits the tool's (too
-    loose) bucket, so without the hook the next two requests would go at once; after a 429 the
-    first waits out its Retry-After and the second the bucket's slowed refill."""
+    large) bucket, which without the hook would still hold most of its tokens after it; after a
+    429 it is empty, its first token no sooner than the Retry-After, its refill slowed."""
     scale, speedup = KNOBS[cloud]
     sandbox.emulators[cloud].enforce_quotas(QuotaSettings(scale, speedup))  # afresh, counts at zero
     driver = connect(cloud, sandbox.directory)
-    pacing = quotas.Pacing(scale * LOOSER, speedup)
-    quotas.set_pacing(pacing)
+    quotas.set_pacing(quotas.Pacing(scale * LOOSER, speedup / LOOSER))
     ref, read = CLUSTERS[cloud], READS[cloud]
     scope = quotas.quota_scope(ref)
     quota = hardware.load().clouds[cloud].quota
     bucket = quota.buckets["all" if quota.counted_by == "all" else "read"]
-    assert bucket.size * scale * LOOSER * quotas.HEADROOM > BURST + 2  # the whole burst fits in it
+    left = bucket.size * scale * LOOSER * quotas.BURST_HEADROOM - BURST
+    assert left > 50  # tokens the tool's bucket would hold after the burst, unthrottled
 
     def attempt(_: int) -> tuple[float, Any]:
         started = time.monotonic()
@@ -136,8 +136,12 @@ def test_a_429_over_the_wire_empties_that_requests_bucket_until_its_retry_after(
         results = list(pool.map(attempt, range(BURST)))
     throttled = [(started, error) for started, error in results if isinstance(error, Throttled)]
     assert throttled, "the sandbox throttled none of the burst"
-    first, second = (quotas.PACER.delay(scope, "read", ACTIONS[cloud]) for _ in range(2))
+    delays = [quotas.PACER.delay(scope, "read", ACTIONS[cloud])]
+    while delays[-1] == 0 and len(delays) < left:
+        delays.append(quotas.PACER.delay(scope, "read", ACTIONS[cloud]))
     now = time.monotonic()
-    assert second > 0  # the bucket is empty: no burst left
-    # ... and the first token comes no sooner than the latest Retry-After the hook heard
-    assert first >= max((error.retry_after or 0.0) - (now - started) for started, error in throttled) - 1e-3
+    # Empty: only what its slowed refill gave since the 429s goes at once, a few tokens at most.
+    assert len(delays) - 1 < left / 2, f"{len(delays) - 1} tokens left after the 429s"
+    # ... and its first token no sooner than the latest Retry-After the hook heard
+    latest = max((error.retry_after or 0.0) - (now - started) for started, error in throttled)
+    assert delays[0] >= latest - 1e-3
