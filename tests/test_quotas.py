@@ -4,10 +4,14 @@ Retry-After and halves its refill; scopes and actions count apart as their cloud
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from provisioner import hardware, quotas
 from provisioner.clusters import ClusterRef
+from provisioner.drivers.registry import pacing_for
+from provisioner.errors import SandboxNotRunning
 
 
 class Clock:
@@ -76,3 +80,25 @@ def test_scopes_kinds_and_actions_count_apart_as_each_cloud_counts_them() -> Non
 
 def test_without_pacing_nothing_waits() -> None:
     assert waits(quotas.Pacer(None), AKS, 1000)[-1] == 0.0
+
+
+def write_endpoints(directory, quotas_setting) -> None:
+    (directory / "endpoints.json").write_text(
+        json.dumps({"aks": "http://127.0.0.1:1", "quotas": quotas_setting})
+    )
+
+
+def test_a_sandbox_paces_by_the_scale_its_endpoints_file_says(tmp_path) -> None:
+    write_endpoints(tmp_path, {"scale": 0.1, "speedup": 20})
+    assert pacing_for(tmp_path) == quotas.Pacing(0.1, 20.0)
+    (tmp_path / "endpoints.json").write_text(json.dumps({"aks": "http://127.0.0.1:1"}))
+    assert pacing_for(tmp_path) is None  # it enforces none: nothing to pace by
+
+
+@pytest.mark.parametrize(
+    "setting", [{"scale": 0, "speedup": 1}, {"scale": 1, "speedup": -2}, {"scale": "1"}, {"scale": True}]
+)
+def test_a_scale_that_is_not_a_number_above_zero_is_refused_with_the_file_s_words(tmp_path, setting) -> None:
+    write_endpoints(tmp_path, setting)
+    with pytest.raises(SandboxNotRunning, match="scale and speedup must be numbers above 0"):
+        pacing_for(tmp_path)

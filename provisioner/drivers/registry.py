@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +67,18 @@ def pacing_for(sandbox: str | Path | None) -> quotas.Pacing | None:
         return None
     if not isinstance(enforced, dict):
         return None
-    try:
-        return quotas.Pacing(float(enforced.get("scale", 1.0)), float(enforced.get("speedup", 1.0)))
-    except (TypeError, ValueError):
+    scale, speedup = enforced.get("scale", 1.0), enforced.get("speedup", 1.0)
+    if not (_positive_number(scale) and _positive_number(speedup)):
+        # 0 would pace at no rate at all (a division by zero), a negative one backwards
         raise SandboxNotRunning(
-            f"the sandbox's endpoints file says quotas {enforced!r}; restart it"
-        ) from None
+            f"the sandbox's endpoints file says quotas {enforced!r}: scale and speedup must be "
+            "numbers above 0; restart it"
+        )
+    return quotas.Pacing(float(scale), float(speedup))
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf
 
 
 ENDPOINTS_FILE = "endpoints.json"  # as `sandbox serve --dir DIR` writes it

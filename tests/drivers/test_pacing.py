@@ -4,7 +4,9 @@ burst beyond the bucket waits for its refill rather than being refused.
 Per cloud, over the wire against a sandbox that enforces the clouds' quotas from their own
 documentation (provisioner/sandbox/quotas.py), scaled down and sped up alike on both sides (the
 endpoints file says how), so that a burst of 30 requests is past every limit. The same burst sent
-without pacing is throttled by the sandbox: it is beyond the bucket; paced, it is not.
+without pacing is throttled by the sandbox: it is beyond the bucket; paced, it is not. Paced by
+quotas looser than the sandbox's, the 429s it answers reach each driver's hook and empty the
+request's bucket until their Retry-After.
 """
 
 from __future__ import annotations
@@ -97,3 +99,52 @@ def test_a_burst_beyond_the_bucket_is_paced_not_refused(sandbox: Sandbox, cloud:
     size = max(1.0, bucket.size * scale * quotas.BURST_HEADROOM)
     rate = bucket.per_second * scale * speedup * quotas.HEADROOM
     assert elapsed >= 0.9 * (BURST - size) / rate
+
+
+# The bucket each READS request takes from, by the action its driver names it with (ARM and the
+# Kubernetes Engine API count by kind or all, so none).
+ACTIONS = {"aks": "", "gke": "", "eks": "DescribeCluster", "ack": "describe_cluster_node_pools"}
+THROTTLED_BURST = 40  # past the quarter quotas below, all of them; the fewer, the sooner all are sent
+LOOSER = 100  # the tool's buckets 100 times the sandbox's size (refilled alike): another client's, say
+
+
+@pytest.mark.parametrize("cloud", list(CLUSTERS))
+def test_a_429_over_the_wire_empties_that_requests_bucket_until_its_retry_after(
+    sandbox: Sandbox, cloud: str
+) -> None:
+    """Each driver's hook hears the cloud's throttling answer: the burst fits the tool's (too
+    large) bucket, which without the hook would still hold most of its tokens after it; after a
+    429 it is empty, its first token no sooner than the Retry-After, its refill slowed."""
+    scale, speedup = KNOBS[cloud]
+    # A quarter of the unpaced test's quotas, so that the burst is surely past them, however slowly
+    # this machine sends it; counts at zero.
+    sandbox.emulators[cloud].enforce_quotas(QuotaSettings(scale / 4, speedup))
+    driver = connect(cloud, sandbox.directory)
+    quotas.set_pacing(quotas.Pacing(scale * LOOSER, speedup / LOOSER))
+    ref, read = CLUSTERS[cloud], READS[cloud]
+    scope = quotas.quota_scope(ref)
+    quota = hardware.load().clouds[cloud].quota
+    bucket = quota.buckets["all" if quota.counted_by == "all" else "read"]
+    left = bucket.size * scale * LOOSER * quotas.BURST_HEADROOM - THROTTLED_BURST
+    assert left > 50  # tokens the tool's bucket would hold after the burst, unthrottled
+
+    def attempt(_: int) -> tuple[float, Any]:
+        started = time.monotonic()
+        try:
+            return started, read(driver, ref)
+        except Throttled as error:
+            return started, error
+
+    with ThreadPoolExecutor(max_workers=THROTTLED_BURST) as pool:
+        results = list(pool.map(attempt, range(THROTTLED_BURST)))
+    throttled = [(started, error) for started, error in results if isinstance(error, Throttled)]
+    assert throttled, "the sandbox throttled none of the burst"
+    delays = [quotas.PACER.delay(scope, "read", ACTIONS[cloud])]
+    while delays[-1] == 0 and len(delays) < left:
+        delays.append(quotas.PACER.delay(scope, "read", ACTIONS[cloud]))
+    now = time.monotonic()
+    # Empty: only what its slowed refill gave since the 429s goes at once, a few tokens at most.
+    assert len(delays) - 1 < left / 2, f"{len(delays) - 1} tokens left after the 429s"
+    # ... and its first token no sooner than the latest Retry-After the hook heard
+    latest = max((error.retry_after or 0.0) - (now - started) for started, error in throttled)
+    assert delays[0] >= latest - 1e-3
