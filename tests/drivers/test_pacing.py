@@ -44,8 +44,9 @@ CLUSTERS = {
 }
 # (scale, speedup) under which BURST requests at once are past each cloud's limit in the sandbox,
 # and the waits short: AKS's read bucket 50, refilled 20 a second; GKE's window 80 requests a
-# second; EKS's DescribeCluster bucket 50, refilled 20 a second; ACK's window 80 a second.
-KNOBS = {"aks": (0.2, 4.0), "gke": (0.016, 100.0), "eks": (0.5, 2.0), "ack": (8.0, 1.0)}
+# second; EKS's DescribeCluster bucket 50, refilled 20 a second; ACK's window 80 per 4 s, long
+# beside a loaded machine's lateness (a window anchored at a late first request admits fewer).
+KNOBS = {"aks": (0.2, 4.0), "gke": (0.016, 100.0), "eks": (0.5, 2.0), "ack": (8.0, 0.25)}
 
 
 @pytest.fixture(scope="module")
