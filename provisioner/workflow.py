@@ -75,9 +75,8 @@ def make_plan(
     plan = diff(compiled.clusters, observations, destroy, versions)
     if not reads_kube:
         return plan
-    unobserved = {c.target.name for c in plan.clusters if c.error is not None}  # nothing planned there
-    planned = tuple(
-        c if c.target.name in unobserved else dataclasses.replace(c, configmap=config_maps.get(c.target.name))
+    planned = tuple(  # a cluster whose pools could not be listed has nothing planned, its ConfigMap too
+        c if c.error is not None else dataclasses.replace(c, configmap=config_maps.get(c.target.name))
         for c in plan.clusters
     )
     return dataclasses.replace(plan, clusters=planned)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -247,7 +246,7 @@ class EksDriver:
                     aws_access_key_id="sandbox", aws_secret_access_key="sandbox", region_name=cluster.location
                 )
             client = session.client(service, endpoint_url=self._endpoint, config=config)
-            _pace(client, quota_scope(dataclasses.replace(cluster, name="")))
+            _pace(client, quota_scope(cluster))  # one client a region: the scope is the region's
             self._clients[service, cluster.location] = client
         return self._clients[service, cluster.location]
 
