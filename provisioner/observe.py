@@ -53,9 +53,9 @@ class Drivers:
 
     def prepare(self, clusters: Sequence[Target]) -> None:
         """Make the drivers these clusters need now, before worker threads share them, so no two
-        threads make one (nor import an SDK at once)."""
+        threads make one (nor import an SDK at once), with the SDK clients they need."""
         for cloud in dict.fromkeys(c.cloud for c in clusters):  # in order, so errors are repeatable
-            self(cloud)
+            self(cloud).prepare([c.ref for c in clusters if c.cloud == cloud])
 
     def __reduce__(self) -> tuple[Any, ...]:
         if type(self) is not Drivers:  # a kind of its own would arrive as plain drivers: not sent

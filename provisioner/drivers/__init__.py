@@ -12,7 +12,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
@@ -79,6 +79,12 @@ class Driver(Protocol):
     listing made of several (EKS), which then reports a partial listing rather than have it
     retried whole. Waiting for an operation to end is not a retry: `wait_until` polls.
     """
+
+    def prepare(self, clusters: Sequence[ClusterRef]) -> None:
+        """Make the SDK clients these clusters need now, before threads share the driver: made
+        later, on a thread among hundreds, a client's seconds of CPU would hold back every
+        request of its region. A client that cannot be made is left for the listing to report."""
+        ...
 
     def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
         """Every pool of the cluster in one listing (pages followed); unowned ones marked so."""

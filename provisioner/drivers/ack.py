@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from provisioner import hardware
@@ -110,6 +110,10 @@ class AckDriver:
         )
 
     # Driver protocol
+
+    def prepare(self, clusters: Sequence[ClusterRef]) -> None:
+        for one in {c.location: c for c in clusters}.values():  # a client a region
+            self._client(one)
 
     def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
         from alibabacloud_cs20151215 import models as cs

@@ -7,7 +7,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from provisioner import hardware
@@ -72,6 +72,11 @@ class AksDriver:
         )
 
     # Driver protocol
+
+    def prepare(self, clusters: Sequence[ClusterRef]) -> None:
+        with self._clients_lock:
+            for subscription in dict.fromkeys(c.account for c in clusters):
+                self._client(subscription)
 
     def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
         with _sdk_errors():

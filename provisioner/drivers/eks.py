@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -88,6 +88,10 @@ class EksDriver:
         import_sdk("boto3", "botocore.config", "botocore.exceptions")
 
     # Driver protocol
+
+    def prepare(self, clusters: Sequence[ClusterRef]) -> None:
+        for one in {c.location: c for c in clusters}.values():  # a client a region
+            self._client(one)
 
     def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
         client = self._client(cluster)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from provisioner import hardware
@@ -76,6 +76,11 @@ class GkeDriver:
         )
 
     # Driver protocol
+
+    def prepare(self, clusters: Sequence[ClusterRef]) -> None:
+        if clusters:
+            with contextlib.suppress(CloudError):  # the listings report it, cluster by cluster
+                self._client  # noqa: B018  # made by being read
 
     def list_pools(self, cluster: ClusterRef) -> list[PoolState]:
         with _sdk_errors():

@@ -244,6 +244,15 @@ class DriverContract:
             self.served_version,
         )
 
+    def test_preparing_makes_no_request(self, driver, cluster, sandbox, monkeypatch):
+        """prepare makes clients, not calls: it spends none of the quota, and the listing after
+        it goes as without it."""
+        seen = record_requests(sandbox, self.cloud, monkeypatch)
+        elsewhere = dataclasses.replace(cluster, name=self.unknown_cluster)
+        driver.prepare([cluster, elsewhere, cluster])
+        assert seen == []
+        assert self.system_pool in self.names(driver, cluster)
+
     def test_the_kubernetes_version_of_a_cluster_the_cloud_lacks_is_not_found(self, driver, cluster):
         with pytest.raises(NotFound):
             driver.kubernetes_version(dataclasses.replace(cluster, name=self.unknown_cluster))

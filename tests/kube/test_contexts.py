@@ -169,6 +169,31 @@ def test_each_context_gets_the_client_s_own_settings_from_the_kubeconfig_read_on
     )
 
 
+def test_names_repeated_within_and_across_files_merge_as_the_client_merges_them(tmp_path: Path):
+    """The merge by a set of names keeps what the client's KubeConfigMerger keeps, in its order:
+    the first entry of a name, whichever file and place it comes from."""
+    from kubernetes.config.kube_config import KubeConfigMerger
+
+    from provisioner.kube.kubeconfig import _Merger
+
+    def entries(prefix: str, names: list[str]) -> dict:
+        return {
+            "clusters": [{"name": n, "cluster": {"server": f"https://{prefix}-{n}.example"}} for n in names],
+            "users": [{"name": n, "user": {"token": f"{prefix}-{n}"}} for n in names],
+            "contexts": [{"name": n, "context": {"cluster": n, "user": n}} for n in names],
+        }
+
+    one = _write(tmp_path / "one", entries("one", ["a", "b", "a", "c"]))
+    two = _write(tmp_path / "two", entries("two", ["c", "d", "b", "e", "d"]))
+    joined = f"{one}:{two}"
+    ours, theirs = _Merger(joined).config.value, KubeConfigMerger(joined).config.value
+    for item in ("clusters", "users", "contexts"):
+        assert [e.value for e in ours[item]] == [e.value for e in theirs[item]]
+        assert [e.name for e in ours[item]] == [e.name for e in theirs[item]]
+    assert [e.value["name"] for e in ours["users"]] == ["a", "b", "c", "d", "e"]
+    assert [e.value["user"]["token"] for e in ours["users"]][2:] == ["one-c", "two-d", "two-e"]
+
+
 def test_a_context_naming_what_the_kubeconfig_lacks_fares_as_with_the_client_s_own_loader(tmp_path: Path):
     """Each client's loader sees only its context's entries: a cluster or user the file lacks, or
     an entry without a name, still ends as the client's own loader ends it."""
