@@ -49,7 +49,10 @@ from provisioner.sdks import import_sdk
 # The NVIDIA AL2023 image: driver and container toolkit included; AL2 GPU images end with 1.32 (FACTS.md).
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 TAGS_PER_CALL = 25
-DESCRIBE_CONCURRENCY = 16  # EKS lists names only; descriptions are fetched side by side
+# EKS lists names only; descriptions are fetched side by side, up to this many of one cluster's
+# at once, on threads the driver keeps: a pool of threads made per listing would start thousands
+# of threads in a large fleet's plan, each start waiting under concurrent.futures' global lock.
+DESCRIBE_CONCURRENCY = 16
 
 _STATUS: dict[str, PoolStatus] = {
     "ACTIVE": "ready",
@@ -82,6 +85,10 @@ class EksDriver:
         self._operation_timeout = operation_timeout
         self._clients: dict[tuple[str, str], Any] = {}  # by (service, region)
         self._clients_lock = threading.Lock()
+        # As many describes at once as listings (requestsAtOnce), whatever the clusters they are for.
+        self._describing = ThreadPoolExecutor(
+            max_workers=requests_at_once("eks"), thread_name_prefix="eks-describe"
+        )
         # EKS reports no operation's end time (a node group's modifiedAt is any change's): no
         # durations to learn from, so every wait starts on the schedule.
         self._polling = hardware.load().clouds["eks"].polling
@@ -111,8 +118,9 @@ class EksDriver:
             except CloudError as error:
                 return error
 
-        with ThreadPoolExecutor(max_workers=DESCRIBE_CONCURRENCY) as pool:
-            read_back = list(pool.map(read, names))
+        read_back: list[PoolState | CloudError] = []
+        for start in range(0, len(names), DESCRIBE_CONCURRENCY):
+            read_back += self._describing.map(read, names[start : start + DESCRIBE_CONCURRENCY])
         failed = [r for r in read_back if isinstance(r, CloudError)]
         if failed:
             raise PartialListing(
@@ -251,6 +259,9 @@ class EksDriver:
                 )
             client = session.client(service, endpoint_url=self._endpoint, config=config)
             _pace(client, quota_scope(cluster))  # one client a region: the scope is the region's
+            # botocore reads its paginators' model on a client's first get_paginator, without a
+            # lock: read here, once, rather than by every listing thread that comes first.
+            client.can_paginate("list_nodegroups" if service == "eks" else "describe_auto_scaling_groups")
             self._clients[service, cluster.location] = client
         return self._clients[service, cluster.location]
 
