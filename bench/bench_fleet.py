@@ -31,7 +31,7 @@ from tests.fleets import fleet_text
 
 BIG, SHARDS = 3000, 4
 LATENCY_FLEET, LATENCY_MS = 30, 200.0
-RUNS = 3  # of the latency pair: each run is a whole command
+RUNS = 5  # of the latency pair, each a whole command: the median, since one run's start-up can lag 1 s
 POSTGRES = os.environ.get(
     "PROVISIONER_BENCH_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )

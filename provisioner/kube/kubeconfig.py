@@ -82,8 +82,8 @@ class _Merger(KubeConfigMerger):
     def _merge(self, item: str, add_cfg: list[Any], path: str) -> None:
         """The client's merge (an entry whose name is already merged is skipped: first file wins),
         by a set of the names merged rather than a look over every entry for each one: the
-        client's own is quadratic, 4 s for a 3,000-context kubeconfig. Where an entry has no name
-        or one that does not hash, the client's own way, and its own errors."""
+        client's own is quadratic, 4 s for a 3,000-context kubeconfig. Where an entry is not a
+        mapping named by a string (no name, a null, a number), the client's own way, and errors."""
         merged = self.config_merged.value[item]
         entries = [entry.value for entry in merged] + list(add_cfg)
         if not all(isinstance(e, dict) and isinstance(e.get("name"), str) for e in entries):
