@@ -105,6 +105,11 @@ MEANINGS: list[tuple[str, str]] = [
         "PostgreSQL catalog, beside the quotas' time for the requests they made",
     ),
     (
+        "`provisioner plan`, 30 clusters on 4 clouds, 1000 to",
+        "wall time of the whole command at 2 s latency minus the same at 1 s, in seconds: the round "
+        "trips made one after another, where at 200 ms the start-up's CPU hides some of them",
+    ),
+    (
         "`provisioner plan`, 30 clusters",
         "wall time of the whole `provisioner plan` command at that latency minus the same at none, in "
         "round trips",

@@ -47,6 +47,15 @@ class EksApp:
         self.eks = eks
         self.auto_scaling = auto_scaling
 
+    @property
+    def latency(self) -> float:
+        return self.eks.latency
+
+    @latency.setter
+    def latency(self, seconds: float) -> None:
+        # One address, two APIs: a latency given to EKS is the Auto Scaling API's too.
+        self.eks.latency = self.auto_scaling.latency = seconds
+
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         return self.respond(Request(environ))(environ, start_response)
 
