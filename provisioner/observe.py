@@ -17,7 +17,7 @@ from provisioner.drivers.registry import connect, pacing_for
 from provisioner.errors import CloudError, OperationTimeout
 from provisioner.heap import heap_frozen
 from provisioner.pools import PoolState
-from provisioner.quotas import set_pacing
+from provisioner.quotas import quota_scope, set_pacing
 from provisioner.retry import RetryPolicy
 from provisioner.spread import spread
 
@@ -91,7 +91,8 @@ def observe(
             then(observation)
 
     batch = functools.partial(_list_each, drivers, policy or RetryPolicy())
-    spread(batch, clusters, made, here=1.0 if then is None else SHARE_WHEN_HANDLING_EACH)
+    here = 1.0 if then is None else SHARE_WHEN_HANDLING_EACH
+    spread(batch, clusters, made, here, scope=lambda cluster: quota_scope(cluster.ref))
     # Every listing has ended (and been written, by `then`) before any error is raised.
     return observations  # type: ignore[return-value]  # every index was made
 

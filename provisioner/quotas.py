@@ -141,6 +141,22 @@ class Pacer:
             1.0, bucket.size * scale * BURST_HEADROOM
         ), bucket.per_second * scale * HEADROOM * self.pacing.speedup
 
+    def state(self) -> dict[tuple[str, ...], tuple[float, float]]:
+        """Every bucket's schedule, to hand to another process pacing the same scopes after this
+        one (provisioner.spread): on Linux, time.monotonic is the machine's clock, not the process's."""
+        with self._lock:
+            return {key: (slot.empty_at, slot.slowed_until) for key, slot in self._slots.items()}
+
+    def merge(self, state: dict[tuple[str, ...], tuple[float, float]]) -> None:
+        """Take in what another process sent in the buckets of `state`: each bucket as empty, and
+        as slowed, as the later of the two schedules says."""
+        with self._lock:
+            now = self._clock()
+            for key, (empty_at, slowed_until) in state.items():
+                slot = self._slots.setdefault(key, _Slot(now))
+                slot.empty_at = max(slot.empty_at, empty_at)
+                slot.slowed_until = max(slot.slowed_until, slowed_until)
+
     def configure(self, pacing: Pacing | None) -> None:
         """Pace by `pacing` from now on (None: not at all), with the buckets afresh if it changed."""
         with self._lock:

@@ -23,6 +23,7 @@ from provisioner.plan import Plan, diff
 from provisioner.planfile import SavedPlan
 from provisioner.rollout import RolloutSettings
 from provisioner.source import read_text
+from provisioner.spread import fork_helpers
 
 if TYPE_CHECKING:  # the catalog (SQLAlchemy) is imported only where a catalog is used
     from provisioner.apply import ApplyResult, Reporter
@@ -63,6 +64,7 @@ def make_plan(
     versions: dict[str, KubernetesVersion | CloudError] = {}
     config_maps: dict[str, ConfigMapPlan | None] = {}
     if dra or reads_kube:
+        fork_helpers(len(clusters))  # before the threads beside the listings start
         drivers.prepare(clusters)  # before two threads would make a driver at once
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="plan-beside") as beside:
             reading = beside.submit(kubernetes_versions, dra, drivers) if dra else None

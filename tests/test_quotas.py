@@ -78,6 +78,17 @@ def test_scopes_kinds_and_actions_count_apart_as_each_cloud_counts_them() -> Non
     assert paced.delay(gke, "write") > 0  # GKE: one count of every request
 
 
+def test_a_bucket_handed_to_another_process_goes_on_from_where_it_was_left() -> None:
+    clock = Clock()
+    drained, fresh = pacer(clock), pacer(clock)
+    waits(drained, AKS, 300)  # past the burst: the next waits for the refill
+    drained.throttled(AKS, "read", "", retry_after=1.0)
+    fresh.merge(drained.state())
+    assert fresh.delay(AKS, "read") == drained.delay(AKS, "read") > 0
+    fresh.merge(pacer(clock).state())  # an earlier schedule (a full bucket) does not refill it
+    assert fresh.delay(AKS, "read") == drained.delay(AKS, "read")
+
+
 def test_without_pacing_nothing_waits() -> None:
     assert waits(quotas.Pacer(None), AKS, 1000)[-1] == 0.0
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from provisioner import hardware, quotas
 from provisioner.compile import compile_file
 from provisioner.errors import CloudError
 from provisioner.observe import Drivers, Observation, observe
 from provisioner.sandbox.server import Sandbox, SandboxSettings
-from provisioner.spread import SPREAD_FROM, _helper_count, _shares
+from provisioner.spread import SPREAD_FROM, _helper_count, _shares, _shares_by_scope
 
 PROLOGUE = """\
 import json, os, sys, threading
@@ -104,8 +105,56 @@ def test_a_small_batch_stays_in_this_process(tmp_path):
     assert all_made_here(out, SPREAD_FROM - 1)
 
 
+def test_shares_by_scope_keep_each_scope_whole_and_follow_their_weights():
+    scopes = ["a"] * 100 + ["b"] * 100 + ["c"] * 50 + ["d"] * 50 + ["e"] * 10
+    shares = _shares_by_scope(scopes, [1.0, 1.0])
+    assert sorted(i for share in shares for i in share) == list(range(len(scopes)))
+    first, second = ({scopes[i] for i in share} for share in shares)
+    assert not first & second
+    assert sorted(len(share) for share in shares) == [150, 160]
+    weighted = _shares_by_scope(["a"] * 100 + ["b"] * 100 + ["c"] * 100, [0.5, 1.0])
+    assert [len(share) for share in weighted] == [100, 200]
+
+
+def test_a_paced_process_spreads_whole_scopes_and_takes_back_the_helpers_buckets(tmp_path):
+    # Each scope's requests go from one process at a time, and the buckets' schedule with them, so
+    # together the processes send what one would: never more than the quota.
+    body = """
+        import time
+        from provisioner.quotas import PACER, Pacing
+        set_pacing(Pacing())
+        scopes = [("eks", "111122223333", f"region-{i % 6}") for i in range(300)]
+
+        def describe(items, emit, part):
+            for index, scope in enumerate(items):
+                PACER.delay(scope, "read", "DescribeNodegroup")
+                emit(index, [list(scope), os.getpid(), part])
+
+        started = time.monotonic()
+        spread(describe, scopes, keep, scope=tuple)
+        buckets = {"/".join(key): empty for key, (empty, _) in PACER.state().items()}
+        report(buckets=buckets, started=started, ended=time.monotonic())
+        """
+    out = run_script(body, tmp_path)
+    assert sorted(out["results"]) == list(range(300))
+    by_scope: dict[str, set[int]] = {}
+    for scope, pid, _ in out["results"].values():
+        by_scope.setdefault("/".join(scope), set()).add(pid)
+    assert all(len(pids) == 1 for pids in by_scope.values())  # each scope from one process
+    processes = set().union(*by_scope.values())
+    assert len(processes) == 1 + _helper_count()
+    # The parent now knows every scope's 50 requests, its helpers' too: each bucket is empty 50
+    # intervals after its first request went, which was within the spread.
+    assert sorted(out["buckets"]) == sorted(f"{scope}/read/DescribeNodegroup" for scope in by_scope)
+    drawn = 50 / (hardware.load().clouds["eks"].quota.buckets["read"].per_second * quotas.HEADROOM)
+    for empty_at in out["buckets"].values():
+        assert out["started"] + drawn <= empty_at <= out["ended"] + drawn
+    if cores() > 1:
+        assert len(processes) > 1
+
+
 def test_a_process_pacing_by_the_clouds_quotas_does_its_work_alone(tmp_path):
-    # Each helper would keep buckets of its own, and together send more than the quota.
+    # Without each item's scope, a helper's buckets would add to this process's quota.
     body = """
         from provisioner.quotas import Pacing
         set_pacing(Pacing())

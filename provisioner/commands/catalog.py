@@ -78,8 +78,10 @@ def sync(
     )
     kube = kube_access(sandbox, kubeconfig, no_kube)
     from provisioner.report import CountHeartbeat, heartbeat_seconds
+    from provisioner.spread import fork_helpers
 
     total = sum(map(len, syncing.in_shard(compiled.clusters, found, shard_range)))
+    fork_helpers(total)  # before the heartbeat's thread: a process running threads forks none
     with CountHeartbeat(err, "syncing", total, heartbeat_seconds()) as progress:
         report = syncing.sync(
             compiled.clusters,
