@@ -33,10 +33,12 @@ def test_serve_seeds_the_fleet_and_commands_reach_it_through_the_sandbox_option(
         assert sorted(endpoints) == ["ack", "aks", "eks", "gke", "kube"]
         assert all(url.startswith("http://127.0.0.1:") for cloud, url in endpoints.items() if cloud != "kube")
         assert endpoints["kube"].startswith("https://127.0.0.1:")  # as an API server, over TLS
-        kubeconfig = (directory / "kubeconfig").read_text()
+        kubeconfig = json.loads((directory / "kubeconfig").read_text())  # JSON, which is YAML to kubectl
+        servers = {c["name"]: c["cluster"]["server"] for c in kubeconfig["clusters"]}
+        contexts = {c["name"]: c["context"] for c in kubeconfig["contexts"]}
         for name in ("azure-ml", "gcp-ml", "aws-ml"):  # a context per seeded cluster, at its own prefix
-            assert f"server: {endpoints['kube']}/clusters/{name}\n" in kubeconfig
-            assert f"  name: {name}\n" in kubeconfig
+            assert servers[name] == f"{endpoints['kube']}/clusters/{name}"
+            assert contexts[name] == {"cluster": name, "user": name}
 
         listed = subprocess.run(
             [*PROVISIONER, "pools", str(EXAMPLES / "fleet.yaml"), "--json"],

@@ -87,8 +87,7 @@ class KubeEmulator:
         names it (the server's CA with it, where it serves TLS), current-context the first;
         written whole then renamed."""
         import base64
-
-        from ruamel.yaml import YAML
+        import json
 
         from provisioner.sandbox.kube.responses import TOKEN
 
@@ -105,11 +104,9 @@ class KubeEmulator:
         }
         directory.mkdir(parents=True, exist_ok=True)
         path, partial = directory / KUBECONFIG_FILE, directory / f".{KUBECONFIG_FILE}.partial"
-        # libyaml's emitter where ruamel.yaml.clib is installed (the same YAML, several times
-        # faster than the pure one: a second for 3,000 clusters' contexts, not four).
-        yaml = YAML(typ="safe")
-        yaml.default_flow_style = False
+        # JSON, which every YAML reader reads alike: kubectl's YAML is 1.1, where a fleet name
+        # such as `no` or `y` written unquoted is a boolean (and a YAML 1.2 emitter leaves it so).
         with partial.open("w", encoding="utf-8") as out:
-            yaml.dump(config, out)
+            json.dump(config, out, indent=2)
         partial.replace(path)
         return path
