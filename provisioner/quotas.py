@@ -60,6 +60,10 @@ class Pacing:
     speedup: float = 1.0
 
 
+# Each bucket's key, and when it is empty again and slowed until, on the monotonic clock.
+Schedule = dict[tuple[str, ...], tuple[float, float]]
+
+
 class _Slot:
     """One bucket's schedule as GCRA keeps it: the time the bucket is empty again at its rate
     (`empty_at`); a request may go once that is no more than the burst ahead of now."""
@@ -141,20 +145,42 @@ class Pacer:
             1.0, bucket.size * scale * BURST_HEADROOM
         ), bucket.per_second * scale * HEADROOM * self.pacing.speedup
 
-    def state(self) -> dict[tuple[str, ...], tuple[float, float]]:
-        """Every bucket's schedule, to hand to another process pacing the same scopes after this
-        one (provisioner.spread): on Linux, time.monotonic is the machine's clock, not the process's."""
+    def state(self) -> Schedule:
+        """Every bucket's schedule, to hand to another process that paces the same scopes for a
+        while (provisioner.spread): on Linux, time.monotonic is the machine's clock, not the process's."""
         with self._lock:
             return {key: (slot.empty_at, slot.slowed_until) for key, slot in self._slots.items()}
 
-    def merge(self, state: dict[tuple[str, ...], tuple[float, float]]) -> None:
-        """Take in what another process sent in the buckets of `state`: each bucket as empty, and
-        as slowed, as the later of the two schedules says."""
+    def merge(self, state: Schedule) -> None:
+        """Pace on from another process's schedule: each bucket as empty, and as slowed, as the
+        later of the two says."""
         with self._lock:
             now = self._clock()
             for key, (empty_at, slowed_until) in state.items():
                 slot = self._slots.setdefault(key, _Slot(now))
                 slot.empty_at = max(slot.empty_at, empty_at)
+                slot.slowed_until = max(slot.slowed_until, slowed_until)
+
+    def drawn_since(self, state: Schedule, since: float) -> Schedule:
+        """What this process drew in each bucket since it took `state` at `since`: how far on it
+        moved the time the bucket is empty (and until when it is slowed)."""
+        with self._lock:
+            drawn = {}
+            for key, slot in self._slots.items():
+                advance = slot.empty_at - max(state.get(key, (since, 0.0))[0], since)
+                if advance > 0 or slot.slowed_until > since:
+                    drawn[key] = (max(0.0, advance), slot.slowed_until)
+            return drawn
+
+    def add_drawn(self, drawn: Schedule, state: Schedule, since: float) -> None:
+        """Count in what another process drew (its `drawn_since` the `state` this one gave it at
+        `since`) on top of what this one drew meanwhile: two processes drawing on one bucket at
+        once (a helper's listings, this process's version reads) add up, neither erasing the other."""
+        with self._lock:
+            for key, (advance, slowed_until) in drawn.items():
+                base = max(state.get(key, (since, 0.0))[0], since)
+                slot = self._slots.setdefault(key, _Slot(base))
+                slot.empty_at = base + max(0.0, slot.empty_at - base) + advance
                 slot.slowed_until = max(slot.slowed_until, slowed_until)
 
     def configure(self, pacing: Pacing | None) -> None:

@@ -22,10 +22,11 @@ nor the quota, sets the wall time: 1.9 round trips with a helper against about 3
 `plan, 300 clusters`), and sync's floor a third lower.
 
 Paced by the clouds' quotas, a process spreads only work whose items name their quota scope:
-each scope's items all go to one process, and the buckets' schedule goes with each share and
-comes back with its end (quotas.Pacer.state), so two processes never draw on one bucket at once
-and none starts a scope's bucket afresh. At 3,000 clusters one interpreter's listings took 24-32
-CPU s where EKS's quota allows 20 s (bench `fleet`).
+each scope's items all go to one process, each helper starts from this process's buckets, and
+what it drew is added to them when its share is done (quotas.Pacer.drawn_since, add_drawn), so
+requests this process sends meanwhile in the same scopes add up with the helper's. At 3,000
+clusters one interpreter's listings took 24-32 s of CPU, more than the 20 s EKS's quota needs
+for them (bench `fleet`).
 """
 
 from __future__ import annotations
@@ -36,13 +37,14 @@ import os
 import pickle
 import sys
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from provisioner.quotas import PACER
+from provisioner.quotas import PACER, Schedule
 
 # Below this many items, one process's CPU for them fits within about one round trip where a
 # listing costs 0.5-1 ms (a hundred against 100 ms), so helpers would gain little.
@@ -85,13 +87,13 @@ def spread(
             _HELPERS.give_back(helpers)  # what it needs cannot cross to another process
             helpers = []
         weights = [here] + [1.0] * len(helpers)
+        # Of a cloud's requests at once, each process takes the part its share is of the items.
         if paced and scope is not None:
             shares = _shares_by_scope([scope(item) for item in items], weights)
+            parts = [len(share) / len(items) for share in shares]  # whole scopes: as dealt
         else:
             shares = _shares(len(items), weights)
-        # Of a cloud's requests at once, each process takes the part its share is of the items.
-        total = sum(weights)
-        parts = [w / total for w in weights]
+            parts = [w / sum(weights) for w in weights]
         runs = [
             _Run(helper, share, items, each, part)
             for helper, share, part in zip(helpers, shares[1:], parts[1:], strict=True)
@@ -205,11 +207,13 @@ class _Run:
     reader: threading.Thread | None = None
     deliveries: list[Future[None]] = field(default_factory=list)
     unsent: bool = False
+    paced: tuple[Schedule, float] = ({}, 0.0)  # the buckets' schedule sent with the share, and when
 
     def start(self, batch: Batch) -> None:
+        self.paced = (PACER.state(), time.monotonic())  # the buckets as this helper starts from them
         try:
             share = [self.items[i] for i in self.share]
-            self.helper.connection.send((batch, share, self.part, PACER.state()))
+            self.helper.connection.send((batch, share, self.part, self.paced))
         except OSError:  # the helper has died
             self.helper.alive = False
             return
@@ -234,8 +238,8 @@ class _Run:
             except (EOFError, OSError, pickle.UnpicklingError):  # the helper died, maybe mid-message
                 self.helper.alive = False
                 return
-            if kind == "paced":  # the buckets as the helper left them: this process paces on from there
-                PACER.merge(value)
+            if kind == "paced":  # what the helper drew in each bucket, added to this process's
+                PACER.add_drawn(value, *self.paced)
                 continue
             if kind != "results":
                 self.error = self.error or (value if kind == "failed" else None)
@@ -374,7 +378,7 @@ def _serve(connection: Connection, parents: list[Connection]) -> None:
 
     while True:
         try:
-            batch, items, part, paced = connection.recv()
+            batch, items, part, (paced, since) = connection.recv()
         except (EOFError, OSError):
             return  # the parent has gone
         PACER.merge(paced)
@@ -385,7 +389,7 @@ def _serve(connection: Connection, parents: list[Connection]) -> None:
             ended = ("failed", exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}"))
         try:
             with sending:
-                connection.send(("paced", PACER.state()))
+                connection.send(("paced", PACER.drawn_since(paced, since)))
                 connection.send(ended)
         except OSError:
             return  # the parent has gone

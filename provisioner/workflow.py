@@ -89,7 +89,9 @@ def read_config_maps(compiled: CompiledFleet, kube: KubeAccess) -> dict[str, Con
     from provisioner.kube.configmap import observe_config_map
     from provisioner.kube.contexts import each_cluster
 
-    configs = each_cluster(functools.partial(observe_config_map, kube), compiled.clusters)
+    # Read beside the listings, which the helpers are for: these reads in a helper did not pay
+    # (bench/README.md, fleet scale), and whichever batch claimed the helpers first took them all.
+    configs = each_cluster(functools.partial(observe_config_map, kube), compiled.clusters, helpers=False)
     return dict(zip([c.name for c in compiled.clusters], configs, strict=True))
 
 

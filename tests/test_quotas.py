@@ -85,8 +85,27 @@ def test_a_bucket_handed_to_another_process_goes_on_from_where_it_was_left() -> 
     drained.throttled(AKS, "read", "", retry_after=1.0)
     fresh.merge(drained.state())
     assert fresh.delay(AKS, "read") == drained.delay(AKS, "read") > 0
-    fresh.merge(pacer(clock).state())  # an earlier schedule (a full bucket) does not refill it
+    barely = pacer(clock)
+    waits(barely, AKS, 5)
+    fresh.merge(barely.state())  # an earlier schedule (a bucket barely drawn) does not refill it
     assert fresh.delay(AKS, "read") == drained.delay(AKS, "read")
+
+
+def test_two_processes_drawing_on_one_bucket_at_once_add_up() -> None:
+    clock = Clock()
+    here, helper = pacer(clock), pacer(clock)
+    waits(here, AKS, 100)
+    sent, since = here.state(), clock.now
+    helper.merge(sent)
+    clock.now += 1.0
+    waits(here, AKS, 200)  # meanwhile, this process drew on the same bucket
+    waits(helper, AKS, 300)
+    here.add_drawn(helper.drawn_since(sent, since), sent, since)
+    # As one process that drew all 600 from one bucket: 600 intervals from the first draw on.
+    together = pacer(Clock())
+    waits(together, AKS, 600)
+    bucket = (*AKS, "read", "read")  # ARM counts by kind: the read bucket
+    assert here.state()[bucket][0] == pytest.approx(together.state()[bucket][0])
 
 
 def test_without_pacing_nothing_waits() -> None:

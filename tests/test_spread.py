@@ -130,7 +130,12 @@ def test_a_paced_process_spreads_whole_scopes_and_takes_back_the_helpers_buckets
                 PACER.delay(scope, "read", "DescribeNodegroup")
                 emit(index, [list(scope), os.getpid(), part])
 
+        from provisioner.spread import fork_helpers
+        fork_helpers(len(scopes))  # before the draws below, so no helper has them by the fork
         started = time.monotonic()
+        for scope in set(scopes):  # drawn before: each helper must pace on from there
+            for _ in range(20):
+                PACER.delay(scope, "read", "DescribeNodegroup")
         spread(describe, scopes, keep, scope=tuple)
         buckets = {"/".join(key): empty for key, (empty, _) in PACER.state().items()}
         report(buckets=buckets, started=started, ended=time.monotonic())
@@ -143,14 +148,30 @@ def test_a_paced_process_spreads_whole_scopes_and_takes_back_the_helpers_buckets
     assert all(len(pids) == 1 for pids in by_scope.values())  # each scope from one process
     processes = set().union(*by_scope.values())
     assert len(processes) == 1 + _helper_count()
-    # The parent now knows every scope's 50 requests, its helpers' too: each bucket is empty 50
-    # intervals after its first request went, which was within the spread.
+    # The parent now counts every scope's 20 + 50 requests, its helpers' too: each bucket is empty
+    # 70 intervals after its first request went, which was within the script's timing.
     assert sorted(out["buckets"]) == sorted(f"{scope}/read/DescribeNodegroup" for scope in by_scope)
-    drawn = 50 / (hardware.load().clouds["eks"].quota.buckets["read"].per_second * quotas.HEADROOM)
+    drawn = 70 / (hardware.load().clouds["eks"].quota.buckets["read"].per_second * quotas.HEADROOM)
     for empty_at in out["buckets"].values():
         assert out["started"] + drawn <= empty_at <= out["ended"] + drawn
     if cores() > 1:
         assert len(processes) > 1
+
+
+def test_helpers_forked_before_a_thread_starts_still_share_the_batch(tmp_path):
+    # As plan forks them before its ConfigMap reads' thread, and sync before its heartbeat's.
+    body = """
+        from provisioner.spread import fork_helpers
+        fork_helpers(300)
+        stop = threading.Event()
+        threading.Thread(target=stop.wait, daemon=True).start()
+        spread(square, list(range(300)), keep)
+        stop.set()
+        report()
+        """
+    out = run_script(body, tmp_path)
+    assert sorted(out["results"]) == list(range(300))
+    assert len({pid for _, pid, _ in out["results"].values()}) == 1 + _helper_count()
 
 
 def test_a_process_pacing_by_the_clouds_quotas_does_its_work_alone(tmp_path):

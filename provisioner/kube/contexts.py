@@ -41,17 +41,21 @@ FIELD_MANAGER = "provisioner"  # server-side apply's field manager: how the tool
 MAX_PARALLEL_CLUSTERS = 100
 
 
-def each_cluster(work: Callable[[Any], Any], clusters: Sequence[Any]) -> list[Any]:
+def each_cluster(work: Callable[[Any], Any], clusters: Sequence[Any], *, helpers: bool = True) -> list[Any]:
     """work(cluster) for every cluster, up to MAX_PARALLEL_CLUSTERS at once, results in order.
     A `work` that pickles (a module-level function, or a functools.partial of one) is shared
     with helper processes for a large fleet (provisioner.spread): each client's CPU per read
-    would otherwise set the wall time."""
+    would otherwise set the wall time. Without `helpers`, it stays in this process (beside a
+    batch that has more use for them)."""
     results: list[Any] = [None] * len(clusters)
 
     def made(index: int, result: Any) -> None:
         results[index] = result
 
-    spread(functools.partial(_each_here, work), clusters, made)
+    if helpers:
+        spread(functools.partial(_each_here, work), clusters, made)
+    else:
+        _each_here(work, clusters, made, 1.0)
     return results
 
 
