@@ -62,6 +62,8 @@ class Pacing:
 
 # Each bucket's key, and when it is empty again and slowed until, on the monotonic clock.
 Schedule = dict[tuple[str, ...], tuple[float, float]]
+# Each bucket's key, how many seconds on a process moved its empty time, and slowed until when.
+Drawn = dict[tuple[str, ...], tuple[float, float]]
 
 
 class _Slot:
@@ -161,18 +163,18 @@ class Pacer:
                 slot.empty_at = max(slot.empty_at, empty_at)
                 slot.slowed_until = max(slot.slowed_until, slowed_until)
 
-    def drawn_since(self, state: Schedule, since: float) -> Schedule:
+    def drawn_since(self, state: Schedule, since: float) -> Drawn:
         """What this process drew in each bucket since it took `state` at `since`: how far on it
         moved the time the bucket is empty (and until when it is slowed)."""
         with self._lock:
-            drawn = {}
+            drawn: Drawn = {}
             for key, slot in self._slots.items():
                 advance = slot.empty_at - max(state.get(key, (since, 0.0))[0], since)
                 if advance > 0 or slot.slowed_until > since:
                     drawn[key] = (max(0.0, advance), slot.slowed_until)
             return drawn
 
-    def add_drawn(self, drawn: Schedule, state: Schedule, since: float) -> None:
+    def add_drawn(self, drawn: Drawn, state: Schedule, since: float) -> None:
         """Count in what another process drew (its `drawn_since` the `state` this one gave it at
         `since`) on top of what this one drew meanwhile: two processes drawing on one bucket at
         once (a helper's listings, this process's version reads) add up, neither erasing the other."""
