@@ -112,7 +112,7 @@ def _plan_latency() -> list[Figure]:
             round(serial, 2),
             "round trips",
             2.0,
-            floor,
+            f"control {floor}",
         ),
     ]
 
