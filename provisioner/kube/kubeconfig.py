@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -53,6 +54,25 @@ CONNECTIONS_KEPT = 400
 # a fleet's API servers read at once, so that a plan's reads of different servers do not evict
 # each other's pools while they run.
 POOLS_KEPT = 128
+
+
+class _KubectlSafeDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting too the strings kubectl's YAML (go-yaml v2, through
+    sigs.k8s.io/yaml) reads as something else where PyYAML's own YAML 1.1 resolver does not:
+    y, Y, n and N as booleans (go-yaml v2 resolve.go), 1e3 as a float. A context named `y`
+    saved plain would make kubectl refuse the whole file (cannot unmarshal bool into a name)."""
+
+
+for _tag, _pattern, _first in (
+    ("tag:yaml.org,2002:bool", r"^(?:y|Y|n|N)$", "yYnN"),
+    ("tag:yaml.org,2002:float", r"^[-+]?[0-9]+[eE][-+]?[0-9]+$", "-+0123456789"),
+):
+    _KubectlSafeDumper.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
+
+
+def _dump(document: Any, out: Any) -> None:
+    """`document` written as the client writes a kubeconfig, with kubectl's ambiguous names quoted."""
+    yaml.dump(document, out, Dumper=_KubectlSafeDumper, default_flow_style=False)
 
 
 class _Merger(KubeConfigMerger):
@@ -105,7 +125,8 @@ class _Merger(KubeConfigMerger):
         try:
             _replace_whole(Path(path).resolve(), self.config_files[path])
         except OSError:
-            super().save_config(path)
+            with Path(path).open("w") as out:
+                _dump(self.config_files[path], out)
 
 
 def _replace_whole(target: Path, document: Any) -> None:
@@ -115,7 +136,7 @@ def _replace_whole(target: Path, document: Any) -> None:
     temporary = Path(name)
     try:
         with os.fdopen(handle, "w") as out:
-            yaml.safe_dump(document, out, default_flow_style=False)
+            _dump(document, out)
             out.flush()
             os.fsync(out.fileno())
         os.chown(temporary, kept.st_uid, kept.st_gid)  # sudo saving a user's file leaves it theirs
