@@ -31,6 +31,7 @@ from ruamel.yaml.reader import ReaderError
 
 from provisioner import hardware
 from provisioner.errors import BadRequest
+from provisioner.kubeyaml import for_kubectl
 from provisioner.nvidia import GPU_RESOURCE, SHARED_GPU_RESOURCE
 from provisioner.placement import Placement
 from provisioner.pools import POOL_NODE_LABEL
@@ -258,11 +259,15 @@ def merge(
             templates += 1
     if templates == 0:
         raise BadRequest(_NO_TEMPLATE.format(source=source, kinds=", ".join(POD_SPEC_PATHS)))
+    # Written by a YAML of its own: the reading one's resolver stays YAML 1.2, as the file was read.
+    writer = for_kubectl(YAML())
+    writer.width = yaml.width
+    writer.indent(mapping=mapping, sequence=sequence, offset=offset)
     out = io.StringIO()
     if len(documents) == 1:
-        yaml.dump(documents[0], out)
+        writer.dump(documents[0], out)
     else:
-        yaml.dump_all(documents, out)
+        writer.dump_all(documents, out)
     return out.getvalue()
 
 

@@ -22,6 +22,7 @@ from provisioner.claims import MANAGED_BY
 from provisioner.clusters import KubernetesVersion
 from provisioner.compile import CompiledCluster, CompiledFleet, CompiledPool, desired_state
 from provisioner.errors import InvalidOption
+from provisioner.kubeyaml import for_kubectl
 from provisioner.nvidia import (
     DEFAULT_CONFIG_KEY,
     MIG_STRATEGY,
@@ -87,7 +88,7 @@ def to_yaml(data: Any, width: int = 80) -> str:
 
 def _dump(data: Any, width: int) -> str:
     out = io.StringIO()
-    yaml = YAML(typ="safe", pure=True)
+    yaml = for_kubectl(YAML(typ="safe", pure=True))
     yaml.width = width  # a CEL expression reads best on one line
     yaml.default_flow_style = False
     yaml.sort_base_mapping_type_on_output = False  # keep the documents' own key order

@@ -328,14 +328,7 @@ def _placement_lines(chosen) -> list[str]:
 
 
 def _yaml(document) -> str:
-    import io
+    """`document` as YAML kubectl reads as meant (provisioner.kubeyaml); a CEL expression on one line."""
+    from provisioner.render import to_yaml
 
-    from ruamel.yaml import YAML
-
-    yaml = YAML(typ="safe", pure=True)
-    yaml.width = 4096  # a CEL expression reads best on one line
-    yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False  # keep the fragment's order
-    buffer = io.StringIO()
-    yaml.dump(document, buffer)
-    return buffer.getvalue()
+    return to_yaml(document, width=4096) + "\n"

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import stat
 import tempfile
 import threading
@@ -42,6 +41,8 @@ from kubernetes.config.kube_config import (
 )
 from urllib3 import PoolManager
 
+from provisioner.kubeyaml import GO_YAML_EXTRAS
+
 # PyYAML's safe loader in C where it is built (same YAML, same types), else in Python.
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LISTS = ("clusters", "contexts", "users")  # merged by name across the files
@@ -57,17 +58,13 @@ POOLS_KEPT = 128
 
 
 class _KubectlSafeDumper(yaml.SafeDumper):
-    """PyYAML's safe dumper, quoting too the strings kubectl's YAML (go-yaml v2, through
-    sigs.k8s.io/yaml) reads as something else where PyYAML's own YAML 1.1 resolver does not:
-    y, Y, n and N as booleans (go-yaml v2 resolve.go), 1e3 as a float. A context named `y`
-    saved plain would make kubectl refuse the whole file (cannot unmarshal bool into a name)."""
+    """PyYAML's safe dumper (YAML 1.1) quoting too what kubectl's go-yaml v2 reads as a boolean or
+    a float beyond it (provisioner.kubeyaml): a context named `y` saved plain would make kubectl
+    refuse the whole file (cannot unmarshal bool into a name)."""
 
 
-for _tag, _pattern, _first in (
-    ("tag:yaml.org,2002:bool", r"^(?:y|Y|n|N)$", "yYnN"),
-    ("tag:yaml.org,2002:float", r"^[-+]?[0-9]+[eE][-+]?[0-9]+$", "-+0123456789"),
-):
-    _KubectlSafeDumper.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
+for _tag, _pattern, _first in GO_YAML_EXTRAS:
+    _KubectlSafeDumper.add_implicit_resolver(_tag, _pattern, list(_first))
 
 
 def _dump(document: Any, out: Any) -> None:
