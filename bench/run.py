@@ -102,6 +102,11 @@ MEANINGS: list[tuple[str, str]] = [
     ("429s received", "throttling answers the quota-enforcing sandbox gave that plan, over every cloud"),
     ("peak memory of the plan", "the `provisioner plan` process's peak resident memory for those clusters"),
     (
+        "clusters left stale by the sync",
+        "clusters whose Kubernetes API reads timed out during that sync (all 3,000 behind the sandbox's "
+        "one API server), their allocation figures kept from before and marked stale",
+    ),
+    (
         "sync, 3,000 clusters",
         "wall time from starting `sync --shard I/4` for every I at once to the last one's end, into one "
         "PostgreSQL catalog, beside the quotas' time for the requests they made",
