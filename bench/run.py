@@ -102,9 +102,10 @@ MEANINGS: list[tuple[str, str]] = [
     ("429s received", "throttling answers the quota-enforcing sandbox gave that plan, over every cloud"),
     ("peak memory of the plan", "the `provisioner plan` process's peak resident memory for those clusters"),
     (
-        "clusters left stale by the sync",
-        "clusters whose Kubernetes API reads timed out during that sync (all 3,000 behind the sandbox's "
-        "one API server), their allocation figures kept from before and marked stale",
+        "clusters whose Kubernetes API the sync could not read",
+        "clusters whose Kubernetes API reads failed or timed out during that sync (`sync --json`'s "
+        "allocation_stale; all 3,000 behind the sandbox's one API server): their allocation figures "
+        "were not read, and any stored before are kept, marked stale",
     ),
     (
         "sync, 3,000 clusters",
