@@ -3,8 +3,9 @@
 kubectl decodes YAML with go-yaml v2 (sigs.k8s.io/yaml), which keeps YAML 1.1's implicit types:
 `no`, `on`, `off`, `yes`, and also `y`, `Y`, `n`, `N`, are booleans, `1e3` a float, `010` an
 octal. ruamel writes YAML 1.2, where these are plain strings, so a node label `spot: "no"` from
-the fleet came out as `spot: no`, which kubectl sends as `false` and the API server refuses
-("cannot unmarshal bool into Go struct field PodSpec.spec.nodeSelector of type string").
+the fleet came out as `spot: no`: kubectl sends a pod's nodeSelector as `false`, and refuses a
+ConfigMap labelled so ("cannot unmarshal bool into Go struct field ObjectMeta.metadata.labels").
+Sources and what was seen: docs/FACTS.md.
 """
 
 from __future__ import annotations
