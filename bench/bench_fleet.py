@@ -57,8 +57,8 @@ def _big_fleet() -> list[Figure]:
         plan_floor, throttled = quota_floor(reports), sum(r["throttled"] for r in reports.values())
         peak_mb = usage.ru_maxrss / 1024
         print(
-            f"bench fleet: plan {wall:.1f} s, floor {plan_floor:.1f} s, {peak_mb:.0f} MB, 429s "
-            + ", ".join(f"{cloud} {r['throttled']}" for cloud, r in reports.items()),
+            f"bench fleet: plan {wall:.1f} s, floor {plan_floor:.1f} s, {peak_mb:.0f} MB,"
+            f" 429s {_by_cloud(reports)}",
             file=sys.stderr,
         )
         world.quotas_on()  # afresh for the sync: its buckets full, as after a night
@@ -77,13 +77,12 @@ def _big_fleet() -> list[Figure]:
             ]
             for i in range(SHARDS)
         ]
-        sync_wall, reports = _timed_together(shards, {"PROVISIONER_CATALOG": catalog})
-        unread = sum(len(json.loads(report)["allocation_stale"]) for report in reports)
+        sync_wall, printed = _timed_together(shards, {"PROVISIONER_CATALOG": catalog})
+        unread = sum(len(json.loads(shard)["allocation_stale"]) for shard in printed)
         sync_reports = world.quota_reports()
         sync_floor = quota_floor(sync_reports)
         print(
-            f"bench fleet: sync {sync_wall:.1f} s, {unread} clusters unread, 429s "
-            + ", ".join(f"{cloud} {r['throttled']}" for cloud, r in sync_reports.items()),
+            f"bench fleet: sync {sync_wall:.1f} s, {unread} clusters unread, 429s {_by_cloud(sync_reports)}",
             file=sys.stderr,
         )
     finally:
@@ -134,6 +133,11 @@ def _plan_latency() -> list[Figure]:
             f"control {floor}",
         ),
     ]
+
+
+def _by_cloud(reports: dict[str, dict]) -> str:
+    """The 429s each cloud's emulator sent, for the progress line."""
+    return ", ".join(f"{cloud} {report['throttled']}" for cloud, report in reports.items())
 
 
 def quota_floor(reports: dict[str, dict]) -> float:

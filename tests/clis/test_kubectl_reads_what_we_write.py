@@ -1,6 +1,6 @@
 """kubectl reads the YAML provisioner writes for it as provisioner meant it. kubectl's YAML is
 go-yaml v2, where `no`, `on`, `y` and `N` are booleans and `1e3` a float; a label value such as
-`spot: "no"` written plain reaches the API server as `false`, which refuses the object. Each
+`spot: "no"` written plain goes out as `false`, or kubectl refuses the object. Each
 document is sent through `kubectl create --dry-run=client -o json` against the sandbox's
 Kubernetes API, and every string must come back a string."""
 
