@@ -13,7 +13,7 @@ container for the process, where urllib3 keys each pool by its host and every TL
 client certificate, server name, proxy; urllib3's PoolKey). Contexts that reach one API server
 with the same TLS settings (a gateway such as Rancher's, or the sandbox's, serving many clusters
 under one host) then reuse each other's kept-alive connections rather than each making its own TLS
-handshake, most of a small read's CPU. Credentials are not part of a connection: a bearer token
+handshake, most of a small read's CPU, and send it no more than CONNECTIONS_PER_SERVER at once. Credentials are not part of a connection: a bearer token
 goes in each request's header. client-go shares one transport per TLS configuration alike
 (kubernetes/client-go transport/cache.go, tlsConfigKey: CA, client certificate and key, server
 name, insecure; no token, no host).
@@ -46,11 +46,12 @@ from provisioner.kubeyaml import GO_YAML_EXTRAS
 # PyYAML's safe loader in C where it is built (same YAML, same types), else in Python.
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LISTS = ("clusters", "contexts", "users")  # merged by name across the files
-# Connections kept per pool (one API server and its TLS settings), at least: a hundred clusters
-# read at once (contexts.MAX_PARALLEL_CLUSTERS) through one gateway, up to four reads each
-# (verify's nodes, pods, ConfigMap and ResourceSlices). A pool opens only as many as are used at
-# once; past this number urllib3 would drop each extra one and log a warning for it.
-CONNECTIONS_KEPT = 400
+# Requests in flight at once to one API server (one pool: its host and TLS settings), in this
+# process; the others wait for a connection. Clusters behind one gateway (Rancher's, the sandbox's)
+# share it: a sync's hundreds of reads at once opened as many TLS connections to it, and 4 shards
+# of 3,000 clusters left half of them unread, each connection's handshake timed out (bench
+# `fleet`). client-go sends all of a transport's requests over one HTTP/2 connection.
+CONNECTIONS_PER_SERVER = 32
 # Pools kept, the least recently used dropped (its connections closed when no request holds them):
 # a fleet's API servers read at once, so that a plan's reads of different servers do not evict
 # each other's pools while they run.
@@ -224,11 +225,12 @@ class Kubeconfig:
         """A client for `context`, as new_client_from_config makes it, its connections shared."""
         configuration = type.__call__(Configuration)  # the client's way to skip copying the default
         self.loader(context).load_and_set(configuration)
-        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, CONNECTIONS_KEPT)
+        configuration.connection_pool_maxsize = CONNECTIONS_PER_SERVER
         api = ApiClient(configuration=configuration)
         manager = getattr(api.rest_client, "pool_manager", None)
         if isinstance(manager, PoolManager):  # ProxyManager too: urllib3 keys its pools by the proxy
             manager.pools = _CONNECTIONS.pools
+            manager.connection_pool_kw["block"] = True  # past CONNECTIONS_PER_SERVER, wait for one
         return api
 
 

@@ -1,8 +1,10 @@
 """Clusters one API server serves share its connections where their TLS settings are the same,
-each request still sent with its own context's credentials; a forked helper opens its own."""
+each request still sent with its own context's credentials, and never more of them than
+CONNECTIONS_PER_SERVER; a forked helper opens its own."""
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import threading
 from pathlib import Path
@@ -12,7 +14,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from provisioner.errors import KubeUnreachable
-from provisioner.kube.contexts import Kube, KubeAccess
+from provisioner.kube.contexts import Kube, KubeAccess, each_cluster
+from provisioner.kube.kubeconfig import CONNECTIONS_PER_SERVER
 from tests.kube.conftest import KubeWorld
 
 CLUSTERS = ("azure", "gcp", "aws")
@@ -80,6 +83,27 @@ def test_clients_made_at_once_for_one_ca_share_one_pool(world: KubeWorld):
     for thread in threads:
         thread.join()
     assert len({id(pool) for pool in pools}) == 1
+
+
+def _nodes_and_pods(access: KubeAccess, cluster: str) -> int:
+    with access.connect(cluster, cluster) as kube:
+        return len(kube.nodes()) + len(kube.pods())
+
+
+def test_many_clusters_read_at_once_through_one_api_server_wait_for_its_few_connections(world: KubeWorld):
+    """A gateway serving hundreds of clusters (Rancher's, the sandbox's) is not sent a connection,
+    and a TLS handshake, per read in flight: past CONNECTIONS_PER_SERVER, reads wait their turn."""
+    clusters = [CLUSTERS[i % len(CLUSTERS)] for i in range(4 * CONNECTIONS_PER_SERVER)]
+    access = KubeAccess(kubeconfig=world.kubeconfig)
+    expected = [_nodes_and_pods(access, c) for c in CLUSTERS]
+    world.sandbox.kube.app.latency = 0.05  # every read in flight long enough for the others to start
+    try:
+        counts = each_cluster(functools.partial(_nodes_and_pods, access), clusters, helpers=False)
+    finally:
+        world.sandbox.kube.app.latency = 0.0
+    assert counts == [expected[i % len(CLUSTERS)] for i in range(len(clusters))]  # every read answered
+    with access.connect("azure", "azure") as kube:
+        assert _pool(kube, "azure").num_connections == CONNECTIONS_PER_SERVER  # all used, no more made
 
 
 @pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")  # what is tested
