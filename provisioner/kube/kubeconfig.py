@@ -13,15 +13,17 @@ container for the process, where urllib3 keys each pool by its host and every TL
 client certificate, server name, proxy; urllib3's PoolKey). Contexts that reach one API server
 with the same TLS settings (a gateway such as Rancher's, or the sandbox's, serving many clusters
 under one host) then reuse each other's kept-alive connections rather than each making its own TLS
-handshake, most of a small read's CPU, and send it no more than CONNECTIONS_PER_SERVER at once. Credentials are not part of a connection: a bearer token
-goes in each request's header. client-go shares one transport per TLS configuration alike
-(kubernetes/client-go transport/cache.go, tlsConfigKey: CA, client certificate and key, server
-name, insecure; no token, no host).
+handshake, most of a small read's CPU, and send it no more than CONNECTIONS_PER_SERVER at once.
+Credentials are not part of a connection: a bearer token goes in each request's header. client-go
+shares one transport per TLS configuration alike (kubernetes/client-go transport/cache.go,
+tlsConfigKey: CA, client certificate and key, server name, insecure; no token, no host).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import os
 import stat
 import tempfile
@@ -73,12 +75,23 @@ def _dump(document: Any, out: Any) -> None:
     yaml.dump(document, out, Dumper=_KubectlSafeDumper, default_flow_style=False)
 
 
+def _document(text: str) -> Any:
+    """A kubeconfig file's document. One written as JSON (`kubectl config view --raw -o json`, the
+    sandbox's) is read by the json module: PyYAML builds a 3,000-context file's objects in Python,
+    0.8 s of CPU here (3.4 MB), json.loads 0.01 s, the same document. JSON is YAML (kubectl reads
+    both alike); a file that only looks like it (a YAML flow mapping) is read as YAML."""
+    if text.lstrip().startswith("{"):
+        with contextlib.suppress(ValueError):
+            return json.loads(text)
+    return yaml.load(text, Loader=_SAFE_LOADER)
+
+
 class _Merger(KubeConfigMerger):
     """KubeConfigMerger reading each file with _SAFE_LOADER; the merge is the client's own."""
 
     def load_config(self, path: str) -> None:
         with Path(path).open() as f:
-            config = yaml.load(f, Loader=_SAFE_LOADER)
+            config = _document(f.read())
         if config is None:
             raise ConfigException(f"Invalid kube-config. {path} file is empty")
         if not isinstance(config, dict):

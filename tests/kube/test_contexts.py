@@ -194,6 +194,38 @@ def test_names_repeated_within_and_across_files_merge_as_the_client_merges_them(
     assert [e.value["user"]["token"] for e in ours["users"]][2:] == ["one-c", "two-d", "two-e"]
 
 
+def test_a_kubeconfig_written_as_json_or_as_a_yaml_flow_mapping_merges_as_the_client_merges_it(
+    tmp_path: Path,
+):
+    """JSON is read by the json module, and a file that only starts as JSON does (a YAML flow
+    mapping, unquoted) by YAML: both as the client's own merger reads them."""
+    from kubernetes.config.kube_config import KubeConfigMerger
+
+    from provisioner.kube.kubeconfig import _Merger
+
+    json_file = tmp_path / "as-json"
+    json_file.write_text(
+        '{"apiVersion": "v1", "clusters": [{"name": "a", "cluster": {"server": "https://a.example",'
+        ' "insecure-skip-tls-verify": true}}], "users": [{"name": "u", "user": {"token": "t"}}],'
+        ' "contexts": [{"name": "ctx", "context": {"cluster": "a", "user": "u"}}],'
+        ' "current-context": "ctx"}\n',
+        encoding="utf-8",
+    )
+    flow = tmp_path / "as-flow"
+    flow.write_text(
+        "{apiVersion: v1, clusters: [{name: b, cluster: {server: 'https://b.example'}}],\n"
+        " users: [{name: u, user: {token: yes}}],\n"
+        " contexts: [{name: ctx-b, context: {cluster: b, user: u}}]}\n",
+        encoding="utf-8",
+    )
+    for path in (json_file, flow, f"{json_file}:{flow}"):
+        ours, theirs = _Merger(str(path)).config.value, KubeConfigMerger(str(path)).config.value
+        for item in ("clusters", "users", "contexts"):
+            assert [e.value for e in ours[item]] == [e.value for e in theirs[item]]
+        assert ours.get("current-context") == theirs.get("current-context")
+    assert _Merger(str(flow)).config.value["users"][0].value["user"]["token"] is True  # YAML 1.1's yes
+
+
 def test_a_context_naming_what_the_kubeconfig_lacks_fares_as_with_the_client_s_own_loader(tmp_path: Path):
     """Each client's loader sees only its context's entries: a cluster or user the file lacks, or
     an entry without a name, still ends as the client's own loader ends it."""
