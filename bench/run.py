@@ -100,7 +100,11 @@ MEANINGS: list[tuple[str, str]] = [
         "refill), all buckets at once",
     ),
     ("429s received", "throttling answers the quota-enforcing sandbox gave that plan, over every cloud"),
-    ("peak memory of the plan", "the `provisioner plan` process's peak resident memory for those clusters"),
+    (
+        "peak memory of the plan",
+        "the most memory `provisioner plan` and its helper processes held at once for those clusters"
+        " (the sum of their PSS: a page shared since the fork counted once)",
+    ),
     (
         "clusters whose Kubernetes API the sync could not read",
         "clusters whose Kubernetes API reads failed or timed out during that sync (`sync --json`'s "
