@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 from provisioner import hardware
@@ -91,6 +91,7 @@ class Pacer:
         self._clock, self._sleep = clock, sleep
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, ...], _Slot] = {}
+        self._drained: dict[Hashable, float] = {}  # scope -> when another process may have emptied it
 
     def delay(self, scope: tuple[str, ...], kind: str, action: str = "") -> float:
         """Reserve a token for one request; the seconds to wait before sending it."""
@@ -106,6 +107,8 @@ class Pacer:
             interval = 1 / (rate * (SLOWED_SHARE if now < slot.slowed_until else 1.0))
             burst = (size - 1) * interval  # how far ahead of now the bucket may be emptied
             empty_at = max(slot.empty_at, now)
+            if scope in self._drained:  # empty then, its first token an interval on
+                empty_at = max(empty_at, self._drained[scope] + burst + interval)
             wait = max(0.0, empty_at - burst - now)
             slot.empty_at = empty_at + interval
         return wait
@@ -185,11 +188,19 @@ class Pacer:
                 slot.empty_at = base + max(0.0, slot.empty_at - base) + advance
                 slot.slowed_until = max(slot.slowed_until, slowed_until)
 
+    def drained(self, scopes: Iterable[Hashable]) -> None:
+        """Another process sent requests in these scopes and cannot say how many (a helper that
+        died mid-share): every bucket of theirs, here or not yet, is taken as emptied now."""
+        with self._lock:
+            now = self._clock()
+            for scope in scopes:
+                self._drained[scope] = now
+
     def configure(self, pacing: Pacing | None) -> None:
         """Pace by `pacing` from now on (None: not at all), with the buckets afresh if it changed."""
         with self._lock:
             if pacing != self.pacing:
-                self.pacing, self._slots = pacing, {}
+                self.pacing, self._slots, self._drained = pacing, {}, {}
 
 
 # One for the process: quotas count every request the process sends, whichever thread sends it.

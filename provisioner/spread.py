@@ -72,8 +72,8 @@ def spread(
     many; each(index, result) runs here for every item, as its result comes in (from a helper, on
     a thread of this process). An error a share raised is raised here once every share has ended
     and been handed over; Ctrl-C stops the helpers at once (their work is reads). A helper that
-    dies, or items that cannot be sent to one, are done in this process afterwards (a dead
-    helper's buckets die with it: should the cloud then answer 429, provisioner.retry slows down).
+    dies, or items that cannot be sent to one, are done in this process afterwards (what a dead
+    helper drew is unknown: its scopes' buckets are taken as emptied when it died).
 
     `here` is this process's share beside a helper's (1: as many items): less where `each` does
     work of its own for every result, which only this process can do. `scope` names the quota
@@ -95,7 +95,7 @@ def spread(
             shares = _shares(len(items), weights)
             parts = [w / sum(weights) for w in weights]
         runs = [
-            _Run(helper, share, items, each, part)
+            _Run(helper, share, items, each, part, _scopes_of(items, share, scope) if paced else frozenset())
             for helper, share, part in zip(helpers, shares[1:], parts[1:], strict=True)
         ]
         _run_shares(batch, runs, functools.partial(_here, batch, items, shares[0], each, parts[0]))
@@ -178,6 +178,12 @@ def _stop(runs: list[_Run]) -> None:
         run.join()  # what they sent before is handed to `each` all the same
 
 
+def _scopes_of(
+    items: Sequence[Any], share: list[int], scope: Callable[[Any], Hashable] | None
+) -> frozenset[Hashable]:
+    return frozenset(scope(items[i]) for i in share) if scope is not None else frozenset()
+
+
 def _sendable(batch: Batch) -> bool:
     try:
         pickle.dumps(batch)
@@ -202,12 +208,14 @@ class _Run:
     items: Sequence[Any]
     each: Callable[[int, Any], None]
     part: float  # of a cloud's requests at once
+    scopes: frozenset[Hashable]  # the quota scopes its items' requests count in (paced only)
     done: set[int] = field(default_factory=set)
     error: BaseException | None = None
     reader: threading.Thread | None = None
     deliveries: list[Future[None]] = field(default_factory=list)
     unsent: bool = False
     paced: tuple[Schedule, float] = ({}, 0.0)  # the buckets' schedule sent with the share, and when
+    drawn_back: bool = False  # the helper said what it drew in them
 
     def start(self, batch: Batch) -> None:
         self.paced = (PACER.state(), time.monotonic())  # the buckets as this helper starts from them
@@ -230,6 +238,9 @@ class _Run:
             self.error = self.error or exc
             self.helper.alive = False
             self.helper.process.terminate()  # reaped by the caller's thread, never this one
+        finally:
+            if not self.drawn_back:  # it died, or was ended, without a word of its draws
+                PACER.drained(self.scopes)
 
     def _read_results(self) -> None:
         while True:
@@ -240,6 +251,7 @@ class _Run:
                 return
             if kind == "paced":  # what the helper drew in each bucket, added to this process's
                 PACER.add_drawn(value, *self.paced)
+                self.drawn_back = True
                 continue
             if kind != "results":
                 self.error = self.error or (value if kind == "failed" else None)

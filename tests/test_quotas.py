@@ -62,6 +62,19 @@ def test_a_burst_paced_by_a_window_quota_stays_in_the_window_though_requests_arr
     assert most <= window.size
 
 
+def test_a_scope_another_process_drained_starts_empty_its_other_scopes_untouched() -> None:
+    clock = Clock()
+    paced = pacer(clock)
+    waits(paced, AKS, 3)  # a bucket of the scope that this process used already
+    paced.drained([AKS])
+    buckets = hardware.load().clouds["aks"].quota.buckets
+    interval = {kind: 1 / (buckets[kind].per_second * quotas.HEADROOM) for kind in ("read", "write")}
+    assert paced.delay(AKS, "read") == pytest.approx(interval["read"])  # refilled from empty
+    assert paced.delay(AKS, "write") == pytest.approx(interval["write"])  # one not used here yet
+    other = quotas.quota_scope(ClusterRef("aks", "sub-2", "rg", "c"))
+    assert paced.delay(other, "read") == 0.0
+
+
 def test_the_bucket_refills_while_nobody_asks() -> None:
     clock = Clock()
     paced = pacer(clock)

@@ -158,6 +158,42 @@ def test_a_paced_process_spreads_whole_scopes_and_takes_back_the_helpers_buckets
         assert len(processes) > 1
 
 
+def test_a_paced_helper_that_dies_leaves_its_scopes_buckets_taken_as_emptied(tmp_path):
+    # It cannot say what it drew: this process, doing the rest of its share, must not start those
+    # scopes' buckets full, or its burst would land on buckets the helper had emptied.
+    body = """
+        import time
+        from provisioner.quotas import PACER, Pacing
+        set_pacing(Pacing())
+        scopes = [("eks", "111122223333", f"region-{i % 6}") for i in range(300)]
+
+        def dies_at_the_sixth(items, emit, part):
+            for index, scope in enumerate(items):
+                if os.getpid() != PARENT and index == 5:
+                    os._exit(1)
+                PACER.delay(scope, "read", "DescribeNodegroup")
+                emit(index, [list(scope), os.getpid(), part])
+
+        started = time.monotonic()
+        spread(dies_at_the_sixth, scopes, keep, scope=tuple)
+        buckets = {"/".join(key[:3]): empty for key, (empty, _) in PACER.state().items()}
+        report(buckets=buckets, started=started, ended=time.monotonic())
+        """
+    out = run_script(body, tmp_path)
+    assert sorted(out["results"]) == list(range(300))
+    by_helper = {"/".join(s) for s, pid, _ in out["results"].values() if pid != out["parent"]}
+    assert len(by_helper) >= _helper_count() >= 1  # each helper drew in a scope before it died
+    bucket = hardware.load().clouds["eks"].quota.buckets["read"]
+    interval = 1 / (bucket.per_second * quotas.HEADROOM)
+    burst = (bucket.size * quotas.BURST_HEADROOM - 1) * interval
+    assert out["ended"] - out["started"] < burst  # else an unpaced start would look the same
+    for scope in by_helper:
+        mine = [pid for s, pid, _ in out["results"].values() if "/".join(s) == scope]
+        here = mine.count(out["parent"])
+        # Emptied when the helper died (after `started`), then `here` drawn by this process.
+        assert out["buckets"][scope] >= out["started"] + burst + (here + 1) * interval - 1e-6
+
+
 def test_helpers_forked_before_a_thread_starts_still_share_the_batch(tmp_path):
     # As plan forks them before its ConfigMap reads' thread, and sync before its heartbeat's.
     body = """
