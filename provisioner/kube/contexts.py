@@ -34,7 +34,9 @@ from provisioner.spread import spread
 if TYPE_CHECKING:
     from provisioner.kube.kubeconfig import Kubeconfig
 
-CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0  # seconds per request
+# Seconds per request, once it has a connection: one through a gateway may first wait for one
+# (kubeconfig.REQUESTS_PER_POOL).
+CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0
 FIELD_MANAGER = "provisioner"  # server-side apply's field manager: how the tool knows what it wrote
 # Clusters read at once, all of a 100-cluster fleet: each holds a thread and two sockets while it
 # waits; more at once would gain little past the round trip each cluster's reads take.
@@ -166,7 +168,6 @@ class KubeAccess:
             raise KubeUnreachable(
                 f"{name}: no usable context {context!r} in {self.config_file}: {_words(exc)}"
             ) from None
-        api.configuration.retries = 1  # one more try at a dropped connection; no answer is no answer
         return Kube(name, context, client.CoreV1Api(api))
 
     def for_cluster(self, cluster: Any) -> Kube:
@@ -276,7 +277,9 @@ class Kube:
         return Answer(response.status, response.reason or "", "")
 
     def _send(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        """The raw response; ApiException as the client raises it, no answer as KubeUnreachable."""
+        """The raw response; ApiException as the client raises it, no answer as KubeUnreachable.
+        The caller reads its body (`.data`) or drains it: until then it holds one of the pool's
+        few connections, which other requests to that API server wait for."""
         from urllib3.exceptions import HTTPError
 
         try:

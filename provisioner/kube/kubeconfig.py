@@ -3,17 +3,17 @@
 `kubernetes.config.new_client_from_config` parses and merges the whole file for every client it
 makes; a 100-context kubeconfig costs tens of milliseconds of pure-Python YAML each time, more
 than the cluster's own requests. Here the files are merged once, as the client merges them
-(its KubeConfigMerger, first file wins per name), parsed with libyaml where PyYAML has it, and
-read again only when one of them changed on disk, so a long-lived process sees edits. Each
-client is then made by the client's own KubeConfigLoader, so contexts, credentials and errors
-are exactly the client's.
+(its KubeConfigMerger, first file wins per name), parsed as JSON where written so, else with
+libyaml where PyYAML has it, and read again only when one of them changed on disk, so a
+long-lived process sees edits. Each client is then made by the client's own KubeConfigLoader, so
+contexts, credentials and errors are exactly the client's.
 
 Clients share their connections: every client's urllib3 PoolManager keeps its pools in one
 container for the process, where urllib3 keys each pool by its host and every TLS setting (CA,
 client certificate, server name, proxy; urllib3's PoolKey). Contexts that reach one API server
 with the same TLS settings (a gateway such as Rancher's, or the sandbox's, serving many clusters
 under one host) then reuse each other's kept-alive connections rather than each making its own TLS
-handshake, most of a small read's CPU, and send it no more than CONNECTIONS_PER_SERVER at once.
+handshake, most of a small read's CPU, and send it no more than REQUESTS_PER_POOL at once.
 Credentials are not part of a connection: a bearer token goes in each request's header. client-go
 shares one transport per TLS configuration alike (kubernetes/client-go transport/cache.go,
 tlsConfigKey: CA, client certificate and key, server name, insecure; no token, no host).
@@ -41,19 +41,20 @@ from kubernetes.config.kube_config import (
     KubeConfigLoader,
     KubeConfigMerger,
 )
-from urllib3 import PoolManager
+from urllib3 import PoolManager, Retry
 
 from provisioner.kubeyaml import GO_YAML_EXTRAS
 
 # PyYAML's safe loader in C where it is built (same YAML, same types), else in Python.
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LISTS = ("clusters", "contexts", "users")  # merged by name across the files
-# Requests in flight at once to one API server (one pool: its host and TLS settings), in this
-# process; the others wait for a connection. Clusters behind one gateway (Rancher's, the sandbox's)
-# share it: a sync's hundreds of reads at once opened as many TLS connections to it, and 4 shards
-# of 3,000 clusters left half of them unread, each connection's handshake timed out (bench
-# `fleet`). client-go sends all of a transport's requests over one HTTP/2 connection.
-CONNECTIONS_PER_SERVER = 32
+# Requests in flight at once through one pool (one API server and its TLS settings: contexts with a
+# client certificate each have a pool each), in this process; the others wait for a connection.
+# Clusters behind one gateway (Rancher's, the sandbox's) share it: a sync's hundreds of reads at
+# once opened as many TLS connections to it, and 4 shards of 3,000 clusters left half of them
+# unread, each connection's handshake timed out (bench `fleet`). client-go sends all of a
+# transport's requests over one HTTP/2 connection.
+REQUESTS_PER_POOL = 32
 # Pools kept, the least recently used dropped (its connections closed when no request holds them):
 # a fleet's API servers read at once, so that a plan's reads of different servers do not evict
 # each other's pools while they run.
@@ -76,8 +77,8 @@ def _dump(document: Any, out: Any) -> None:
 
 
 def _document(text: str) -> Any:
-    """A kubeconfig file's document. One written as JSON (`kubectl config view --raw -o json`, the
-    sandbox's) is read by the json module: PyYAML builds a 3,000-context file's objects in Python,
+    """A kubeconfig file's document. One written as JSON (`kubectl config view --raw --flatten -o
+    json`, the sandbox's) is read by the json module: PyYAML builds a 3,000-context file's objects in Python,
     0.8 s of CPU here (3.4 MB), json.loads 0.01 s, the same document. JSON is YAML (kubectl reads
     both alike); a file that only looks like it (a YAML flow mapping) is read as YAML."""
     if text.lstrip().startswith("{"):
@@ -87,7 +88,7 @@ def _document(text: str) -> Any:
 
 
 class _Merger(KubeConfigMerger):
-    """KubeConfigMerger reading each file with _SAFE_LOADER; the merge is the client's own."""
+    """KubeConfigMerger reading each file by _document; the merge is the client's own."""
 
     def load_config(self, path: str) -> None:
         with Path(path).open() as f:
@@ -235,15 +236,17 @@ class Kubeconfig:
         return [c["name"] for c in self.loader().list_contexts()]
 
     def client(self, context: str) -> ApiClient:
-        """A client for `context`, as new_client_from_config makes it, its connections shared."""
+        """A client for `context`, its settings as new_client_from_config makes them, its
+        connections shared (at most REQUESTS_PER_POOL in use at once) and retried once."""
         configuration = type.__call__(Configuration)  # the client's way to skip copying the default
         self.loader(context).load_and_set(configuration)
-        configuration.connection_pool_maxsize = CONNECTIONS_PER_SERVER
+        configuration.connection_pool_maxsize = REQUESTS_PER_POOL
+        configuration.retries = _ONE_RETRY
         api = ApiClient(configuration=configuration)
         manager = getattr(api.rest_client, "pool_manager", None)
         if isinstance(manager, PoolManager):  # ProxyManager too: urllib3 keys its pools by the proxy
             manager.pools = _CONNECTIONS.pools
-            manager.connection_pool_kw["block"] = True  # past CONNECTIONS_PER_SERVER, wait for one
+            manager.connection_pool_kw["block"] = True  # past REQUESTS_PER_POOL, wait for one
         return api
 
 
@@ -264,6 +267,10 @@ class _SharedPools:
 
 
 _CONNECTIONS = _SharedPools()
+# One more try at a dropped connection; no answer is no answer (urllib3's default is 3, each a
+# connect timeout more). One object for every client: urllib3 keys a pool by its Retry, which
+# compares by identity, so a number would give each client a Retry and a pool of its own.
+_ONE_RETRY = Retry(1)
 os.register_at_fork(after_in_child=_CONNECTIONS.forget)
 
 

@@ -4,6 +4,7 @@ cloud's CLI writes (hardware/clouds.yaml), read by the real kubernetes client fr
 from __future__ import annotations
 
 import functools
+import socket
 import threading
 from pathlib import Path
 
@@ -195,7 +196,7 @@ def test_names_repeated_within_and_across_files_merge_as_the_client_merges_them(
 
 
 def test_a_kubeconfig_written_as_json_or_as_a_yaml_flow_mapping_merges_as_the_client_merges_it(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """JSON is read by the json module, and a file that only starts as JSON does (a YAML flow
     mapping, unquoted) by YAML: both as the client's own merger reads them."""
@@ -224,6 +225,12 @@ def test_a_kubeconfig_written_as_json_or_as_a_yaml_flow_mapping_merges_as_the_cl
             assert [e.value for e in ours[item]] == [e.value for e in theirs[item]]
         assert ours.get("current-context") == theirs.get("current-context")
     assert _Merger(str(flow)).config.value["users"][0].value["user"]["token"] is True  # YAML 1.1's yes
+
+    def no_yaml(*_: object, **__: object) -> None:
+        raise AssertionError("a JSON kubeconfig was read as YAML")
+
+    monkeypatch.setattr("provisioner.kube.kubeconfig.yaml.load", no_yaml)
+    assert [e.value["name"] for e in _Merger(str(json_file)).config.value["contexts"]] == ["ctx"]
 
 
 def test_a_context_naming_what_the_kubeconfig_lacks_fares_as_with_the_client_s_own_loader(tmp_path: Path):
@@ -377,6 +384,35 @@ def test_an_edited_kubeconfig_is_read_again(tmp_path: Path, clusters: dict):
     assert access.contexts() == ["something-else", "ml-aks"]
     with access.for_cluster(clusters["azure"]) as kube:
         assert kube.context == "ml-aks"
+
+
+def test_a_server_that_drops_every_connection_is_tried_twice_then_reported(tmp_path: Path):
+    """One more try at a dropped connection (a kept-alive one the server closed), no more: each
+    try past it could cost a connect timeout."""
+    accepted = []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+
+        def drop_each() -> None:
+            while True:
+                try:
+                    connection, _ = server.accept()
+                except OSError:  # closed: the test is over
+                    return
+                accepted.append(1)
+                connection.close()
+
+        threading.Thread(target=drop_each, daemon=True).start()
+        path = _kubeconfig(tmp_path / "config", ["dropping"])
+        text = path.read_text(encoding="utf-8").replace("127.0.0.1:9", f"127.0.0.1:{server.getsockname()[1]}")
+        path.write_text(text, encoding="utf-8")
+        with (
+            pytest.raises(KubeUnreachable, match="dropping"),
+            KubeAccess(kubeconfig=path).connect("dropping", "dropping") as kube,
+        ):
+            kube.nodes()
+    assert len(accepted) == 2
 
 
 def test_at_once_makes_the_calls_together_and_raises_the_first_call_s_error():

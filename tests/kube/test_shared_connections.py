@@ -1,6 +1,6 @@
 """Clusters one API server serves share its connections where their TLS settings are the same,
 each request still sent with its own context's credentials, and never more of them than
-CONNECTIONS_PER_SERVER; a forked helper opens its own."""
+REQUESTS_PER_POOL; a forked helper opens its own."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 
 from provisioner.errors import KubeUnreachable
 from provisioner.kube.contexts import Kube, KubeAccess, each_cluster
-from provisioner.kube.kubeconfig import CONNECTIONS_PER_SERVER
+from provisioner.kube.kubeconfig import REQUESTS_PER_POOL
 from tests.kube.conftest import KubeWorld
 
 CLUSTERS = ("azure", "gcp", "aws")
@@ -92,8 +92,8 @@ def _nodes_and_pods(access: KubeAccess, cluster: str) -> int:
 
 def test_many_clusters_read_at_once_through_one_api_server_wait_for_its_few_connections(world: KubeWorld):
     """A gateway serving hundreds of clusters (Rancher's, the sandbox's) is not sent a connection,
-    and a TLS handshake, per read in flight: past CONNECTIONS_PER_SERVER, reads wait their turn."""
-    clusters = [CLUSTERS[i % len(CLUSTERS)] for i in range(4 * CONNECTIONS_PER_SERVER)]
+    and a TLS handshake, per read in flight: past REQUESTS_PER_POOL, reads wait their turn."""
+    clusters = [CLUSTERS[i % len(CLUSTERS)] for i in range(4 * REQUESTS_PER_POOL)]
     access = KubeAccess(kubeconfig=world.kubeconfig)
     expected = [_nodes_and_pods(access, c) for c in CLUSTERS]
     world.sandbox.kube.app.latency = 0.2  # every read in flight long enough for the others to start
@@ -103,7 +103,7 @@ def test_many_clusters_read_at_once_through_one_api_server_wait_for_its_few_conn
         world.sandbox.kube.app.latency = 0.0
     assert counts == [expected[i % len(CLUSTERS)] for i in range(len(clusters))]  # every read answered
     with access.connect("azure", "azure") as kube:
-        assert _pool(kube, "azure").num_connections <= CONNECTIONS_PER_SERVER  # 100 reads in flight
+        assert _pool(kube, "azure").num_connections <= REQUESTS_PER_POOL  # 100 reads in flight
 
 
 @pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")  # what is tested
