@@ -56,7 +56,7 @@ def _big_fleet() -> list[Figure]:
         world.quotas_on()
         plan = [*PROVISIONER, "plan", str(world.fleet), "--sandbox", str(world.sandbox_dir)]
         with _PeakMemory() as memory:
-            wall, usage = _timed(plan, started=memory.watch)
+            wall, usage = _timed(plan, on_start=memory.watch)
         reports = world.quota_reports()
         plan_floor, throttled = quota_floor(reports), sum(r["throttled"] for r in reports.values())
         peak_mb = memory.peak_mb
@@ -161,17 +161,17 @@ def _seconds_for(limit: dict, requests: int) -> float:
 
 
 def _timed(
-    command: Sequence[str], env: dict[str, str] | None = None, started: Callable[[int], None] | None = None
+    command: Sequence[str], env: dict[str, str] | None = None, on_start: Callable[[int], None] | None = None
 ) -> tuple[float, resource.struct_rusage]:
-    """The command's wall time and resource use, run to its end (`started` given its pid); its
+    """The command's wall time and resource use, run to its end (`on_start` given its pid); its
     output is not kept."""
     with tempfile.TemporaryFile() as errors:  # not a pipe: a long run's progress would fill one
         began = time.perf_counter()
         child = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=errors, env={**os.environ, **(env or {})}
         )
-        if started is not None:
-            started(child.pid)
+        if on_start is not None:
+            on_start(child.pid)
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - began
         _check(command, os.waitstatus_to_exitcode(status), errors)
@@ -215,8 +215,11 @@ def _tree(pid: int) -> list[int]:
     while todo:
         parent = todo.pop()
         found.append(parent)
-        with contextlib.suppress(OSError):
-            for task in Path(f"/proc/{parent}/task").iterdir():
+        tasks: list[Path] = []
+        with contextlib.suppress(OSError):  # the process has ended
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
+        for task in tasks:
+            with contextlib.suppress(OSError):  # the thread has ended
                 todo.extend(int(child) for child in (task / "children").read_text().split())
     return found
 

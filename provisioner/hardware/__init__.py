@@ -19,9 +19,9 @@ from ruamel.yaml import YAML
 from provisioner.pools import Taint
 
 _PROFILE_NAME = re.compile(r"^(?P<compute>\d+)g\.(?P<memory>\d+)gb$")
-# Seconds late a request paced by a window quota may reach the cloud and still count in the window
-# it was paced for: ACK's 10-a-second windows, paced with none, were overrun under a loaded machine
-# (4 of 404 requests answered 429, bench `fleet`).
+# Seconds late a request paced by a window quota may reach the cloud with no window of the cloud's
+# clock getting more than its count: ACK's 10-a-second windows, paced with no such allowance, were
+# overrun under a loaded machine (4 of 404 requests answered 429, bench `fleet`).
 WINDOW_LATENESS = 0.25
 
 
