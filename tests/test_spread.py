@@ -43,6 +43,11 @@ def square(items, emit, part):
 
 def report(**more):
     print(json.dumps({"results": results, "parent": PARENT, **more}))
+
+def paced_scopes():  # paced by the clouds' quotas from now on; 300 items over 6 EKS scopes
+    from provisioner.quotas import Pacing
+    set_pacing(Pacing())
+    return [("eks", "111122223333", f"region-{i % 6}") for i in range(300)]
 """
 
 
@@ -121,9 +126,8 @@ def test_a_paced_process_spreads_whole_scopes_and_takes_back_the_helpers_buckets
     # together the processes send what one would: never more than the quota.
     body = """
         import time
-        from provisioner.quotas import PACER, Pacing
-        set_pacing(Pacing())
-        scopes = [("eks", "111122223333", f"region-{i % 6}") for i in range(300)]
+        from provisioner.quotas import PACER
+        scopes = paced_scopes()
 
         def describe(items, emit, part):
             for index, scope in enumerate(items):
@@ -163,9 +167,8 @@ def test_a_paced_helper_that_dies_leaves_its_scopes_buckets_taken_as_emptied(tmp
     # scopes' buckets full, or its burst would land on buckets the helper had emptied.
     body = """
         import time
-        from provisioner.quotas import PACER, Pacing
-        set_pacing(Pacing())
-        scopes = [("eks", "111122223333", f"region-{i % 6}") for i in range(300)]
+        from provisioner.quotas import PACER
+        scopes = paced_scopes()
 
         def dies_at_the_sixth(items, emit, part):
             for index, scope in enumerate(items):
