@@ -37,8 +37,14 @@ _METHOD_KINDS = {"GET": "read", "HEAD": "read", "DELETE": "delete"}
 def quota_scope(ref: ClusterRef) -> tuple[str, ...]:
     """The quota scope requests for `ref`'s cluster count in: its cloud, then the fields of its
     quota's `scope` (a cluster's own location for EKS and ACK, its subscription for AKS)."""
-    fields = hardware.load().clouds[ref.cloud].quota.scope
-    return (ref.cloud, *(getattr(ref, name) for name in fields))
+    return scope_of(ref.cloud, account=ref.account, location=ref.location)
+
+
+def scope_of(cloud: str, **fields: str) -> tuple[str, ...]:
+    """The quota scope of a request to `cloud` that names these ClusterRef fields (a hook that sees
+    only the request: a subscription, a project). A field the cloud's quota counts by and the
+    request does not name is a KeyError: the hook cannot tell that request's scope."""
+    return (cloud, *(fields[name] for name in hardware.load().clouds[cloud].quota.scope))
 
 
 def action_kind(action: str) -> str:

@@ -76,6 +76,14 @@ def test_a_scope_another_process_drained_starts_empty_its_other_scopes_untouched
     assert paced.delay(other, "read") == 0.0
 
 
+def test_a_hook_that_sees_only_the_request_names_its_scope_as_the_cluster_would() -> None:
+    assert quotas.scope_of("aks", account="sub-1") == AKS  # the subscription: ARM's scope
+    eks = ClusterRef("eks", "111122223333", "us-west-2", "c")
+    assert quotas.scope_of("eks", account=eks.account, location=eks.location) == quotas.quota_scope(eks)
+    with pytest.raises(KeyError):  # EKS counts by region too: an account alone is no scope
+        quotas.scope_of("eks", account=eks.account)
+
+
 def test_the_bucket_refills_while_nobody_asks() -> None:
     clock = Clock()
     paced = pacer(clock)

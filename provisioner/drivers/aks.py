@@ -36,7 +36,7 @@ from provisioner.errors import (
 )
 from provisioner.hardware import AutoscalerHints
 from provisioner.pools import OWNER_TAG_KEY, OWNER_TAG_VALUE, PoolState, PoolStatus, Scaling, Taint
-from provisioner.quotas import PACER, method_kind, quota_scope
+from provisioner.quotas import PACER, method_kind, scope_of
 from provisioner.sdks import import_sdk
 
 _TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>\w+)$")
@@ -258,7 +258,7 @@ def _paced(subscription: str) -> Any:
     its kind (provisioner.quotas), and slows that bucket where ARM answers 429 all the same."""
     from azure.core.pipeline.policies import SansIOHTTPPolicy
 
-    scope = quota_scope(ClusterRef("aks", subscription, "", ""))
+    scope = scope_of("aks", account=subscription)
 
     class Paced(SansIOHTTPPolicy):  # type: ignore[type-arg]
         def on_request(self, request: Any) -> None:

@@ -42,7 +42,7 @@ from provisioner.pools import (
     Scaling,
     Taint,
 )
-from provisioner.quotas import PACER, method_kind, quota_scope
+from provisioner.quotas import PACER, method_kind, scope_of
 from provisioner.sdks import import_sdk
 
 # Node labels GKE sets itself (FACTS.md): never the user's, never drift.
@@ -433,7 +433,7 @@ def _pace(session: Any) -> None:
         project = _PROJECT.search(url)
         if project is None:  # no project's quota counts it (there is none such in this API)
             return send(method, url, *args, **kwargs)
-        scope = quota_scope(ClusterRef("gke", project.group(1), "", ""))
+        scope = scope_of("gke", account=project.group(1))
         PACER.pace(scope, method_kind(method))
         response = send(method, url, *args, **kwargs)
         if response.status_code == 429:
