@@ -22,6 +22,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from bench import world
 from provisioner.compile import CompiledCluster, CompiledFleet, compile_file, desired_state
 from provisioner.kube.configmap import desired_document
 from provisioner.render import dra_driver_values
@@ -100,20 +101,16 @@ def start(clusters: int, latency_ms: float, processes: int = 1, dra: bool = Fals
     compiled = compile_file(fleet)
     children, controls = [], []
     for shard in range(processes):
-        parent, child = multiprocessing.Pipe()
-        process = multiprocessing.get_context("fork").Process(
-            target=_serve,
-            kwargs={"directory": directory / f"sandbox-{shard}", "latency_ms": latency_ms, "control": child}
-            | {"clusters": compiled.clusters[shard::processes]},
-            daemon=True,
+        process, parent = world.fork_unready(
+            _serve,
+            directory=directory / f"sandbox-{shard}",
+            latency_ms=latency_ms,
+            clusters=compiled.clusters[shard::processes],
         )
-        process.start()
-        child.close()  # so a child that dies is an EOFError here, not a wait forever
         children.append(process)
         controls.append(parent)
     for parent in controls:
-        if parent.recv() != "ready":
-            raise RuntimeError("the bench sandbox did not start")
+        world.wait_ready(parent)
     _merge_kubeconfigs(
         [directory / f"sandbox-{shard}" / "kubeconfig" for shard in range(processes)],
         directory / "kubeconfig",

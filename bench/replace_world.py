@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from bench import world
 from provisioner.compile import CompiledCluster, compile_file
 from provisioner.pools import POOL_NODE_LABEL
 from provisioner.sandbox.server import Sandbox, SandboxSettings
@@ -89,16 +90,7 @@ def start(clusters: int, pools: int, op_seconds: float) -> ReplaceWorld:
     fleet = directory / "fleet.yaml"
     fleet.write_text(fleet_text(clusters, pools), encoding="utf-8")
     compiled = compile_file(fleet).clusters
-    parent, child = multiprocessing.Pipe()
-    process = multiprocessing.get_context("fork").Process(
-        target=_serve,
-        kwargs={"directory": directory / "sandbox", "clusters": compiled, "control": child},
-        daemon=True,
-    )
-    process.start()
-    child.close()  # so a child that dies is an EOFError here, not a wait forever
-    if parent.recv() != "ready":
-        raise RuntimeError("the bench sandbox did not start")
+    process, parent = world.fork_sandbox(_serve, directory=directory / "sandbox", clusters=compiled)
     made = ReplaceWorld(directory, fleet, compiled, process, parent)
     try:
         done = subprocess.run(

@@ -82,15 +82,25 @@ def start(
 
 def fork_sandbox(serve: Callable[..., None], **kwargs: Any) -> tuple[BaseProcess, Connection]:
     """serve(control=..., **kwargs) in a forked child, returned once it says it is ready."""
+    process, parent = fork_unready(serve, **kwargs)
+    wait_ready(parent)
+    return process, parent
+
+
+def fork_unready(serve: Callable[..., None], **kwargs: Any) -> tuple[BaseProcess, Connection]:
+    """serve(control=..., **kwargs) in a forked child, started: several can seed at once."""
     parent, child = multiprocessing.Pipe()
     process = multiprocessing.get_context("fork").Process(
         target=serve, kwargs={**kwargs, "control": child}, daemon=True
     )
     process.start()
     child.close()  # so a child that dies is an EOFError here, not a wait forever
-    if parent.recv() != "ready":
-        raise RuntimeError("the bench sandbox did not start")
     return process, parent
+
+
+def wait_ready(control: Connection) -> None:
+    if control.recv() != "ready":
+        raise RuntimeError("the bench sandbox did not start")
 
 
 def _serve(
