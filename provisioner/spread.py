@@ -88,15 +88,17 @@ def spread(
             helpers = []
         weights = [here] + [1.0] * len(helpers)
         # Of a cloud's requests at once, each process takes the part its share is of the items.
-        if paced and scope is not None:
-            shares = _shares_by_scope([scope(item) for item in items], weights)
+        named = [scope(item) for item in items] if paced and scope is not None else None
+        if named is not None:
+            shares = _shares_by_scope(named, weights)
             parts = [len(share) / len(items) for share in shares]  # whole scopes: as dealt
         else:
             shares = _shares(len(items), weights)
             parts = [w / sum(weights) for w in weights]
+        scopes = [frozenset(named[i] for i in share) if named else frozenset() for share in shares[1:]]
         runs = [
-            _Run(helper, share, items, each, part, _scopes_of(items, share, scope) if paced else frozenset())
-            for helper, share, part in zip(helpers, shares[1:], parts[1:], strict=True)
+            _Run(helper, share, items, each, part, of_share)
+            for helper, share, part, of_share in zip(helpers, shares[1:], parts[1:], scopes, strict=True)
         ]
         _run_shares(batch, runs, functools.partial(_here, batch, items, shares[0], each, parts[0]))
     finally:
@@ -176,12 +178,6 @@ def _stop(runs: list[_Run]) -> None:
         run.stop()
     for run in runs:
         run.join()  # what they sent before is handed to `each` all the same
-
-
-def _scopes_of(
-    items: Sequence[Any], share: list[int], scope: Callable[[Any], Hashable] | None
-) -> frozenset[Hashable]:
-    return frozenset(scope(items[i]) for i in share) if scope is not None else frozenset()
 
 
 def _sendable(batch: Batch) -> bool:
